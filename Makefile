@@ -1,0 +1,32 @@
+# Every target creates the virtualenv when it is missing, so a fresh clone
+# needs nothing but python3 (>= 3.11) and make.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench lint man clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python scripts/demo.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	@for f in scripts/bench*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+lint: $(STAMP)
+	$(BIN)/ruff check crawl tests scripts
+
+man: $(STAMP)
+	$(BIN)/python scripts/gen_man.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,114 @@
+"""The ``crawl`` command group and the one error boundary.
+
+Subcommands are listed here explicitly (name -> module, one-line purpose) and
+imported only when run, so ``crawl --help`` is fast and a broken optional
+stage cannot break the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..errors import CrawlError, ExitStatus
+
+# name: (module under crawl.commands, one-line purpose)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "canon": ("canon", "Canonicalise URLs: one reviewable rule set, fingerprints, SURT keys."),
+    "frontier": ("frontier", "The durable frontier: add URLs, lease them politely, complete them."),
+    "fetch": ("fetch", "Fetch leased URLs politely into WARC files; emit fetch results."),
+    "robots": ("robots", "Explain robots.txt decisions for URLs (live or from a local file)."),
+    "parse": ("parse", "Extract links from fetched pages (HTML and sitemaps)."),
+    "seen": ("seen", "Pass through only URLs never seen before (Bloom filter + exact set)."),
+    "dedupe": ("dedupe", "Flag exact and near-duplicate pages (64-bit simhash)."),
+    "recrawl": ("recrawl", "Emit URLs due for a re-fetch from their change history."),
+    "run": ("run", "Run the whole crawl loop with progress, budgets and resume."),
+    "stats": ("stats", "Show what a crawl directory holds and how the crawl is going."),
+    "index": ("index", "Build or query the CDXJ index of the WARC files."),
+    "spool": ("spool", "Inspect and feed durable spools (LMDB queues between stages)."),
+    "testweb": ("testweb", "Serve the bundled synthetic web on loopback and audit politeness."),
+}
+
+
+def _available(name: str) -> bool:
+    mod = COMMANDS[name][0]
+    spec = importlib.util.find_spec(f"{__name__}.{mod}")
+    return spec is not None
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n in COMMANDS if _available(n))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS or not _available(name):
+            return None
+        mod = importlib.import_module(f"{__name__}.{COMMANDS[name][0]}")
+        cmd: click.Command = mod.command
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(n, COMMANDS[n][1]) for n in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="crawl")
+@click.option("--traceback", is_flag=True, envvar="CRAWL_TRACEBACK", help="Show Python tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, traceback: bool) -> None:
+    """A polite, durable web crawler made of small Unix commands.
+
+    Stages exchange newline-delimited JSON through pipes or spools:
+
+    \b
+        crawl frontier next --dir D -n 100 \\
+          | crawl fetch --dir D \\
+          | crawl parse --dir D | crawl seen --dir D \\
+          | crawl frontier add --dir D
+
+    or run the whole loop with `crawl run --dir D --seeds seeds.txt`.
+    Every command has its own --help and man page (man crawl-NAME).
+    """
+    ctx.obj = {"traceback": traceback}
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point: the one place where errors become messages and exit codes."""
+    try:
+        return cli.main(args=argv, prog_name="crawl", standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.stderr.write("crawl: interrupted\n")
+        sys.exit(ExitStatus.INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(ExitStatus.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("crawl: interrupted\n")
+        sys.exit(ExitStatus.INTERRUPTED)
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        sys.exit(ExitStatus.OK)
+    except CrawlError as exc:
+        if os.environ.get("CRAWL_TRACEBACK") or "--traceback" in (argv or sys.argv):
+            raise
+        sys.stderr.write(f"crawl: error: {exc}\n")
+        sys.exit(exc.exit_status)
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader went away (``| head``): exit quietly, as Unix tools do."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass

@@ -1,0 +1,150 @@
+"""The records that cross stage boundaries: one JSON object per line.
+
+Every record is a plain ``dict`` with ``kind`` and ``v`` (schema version).
+Plain dicts, not classes, because the rule that matters most is that *fields
+are additive*: a stage reads the keys it owns, adds its own, and passes every
+other key through untouched. A dict does that for free and costs nothing to
+encode with orjson (measured against msgspec in scripts/bench_records.py).
+
+Kinds (``v`` = 1); fields marked * are required:
+
+``url``     a URL to consider for crawling.
+            url*, priority (0 high .. 9 low, default 1), depth (0 for seeds),
+            due (unix seconds, earliest fetch), parent, reason, fp, surt.
+``link``    a URL discovered on a page (same fields as ``url``, plus
+            position, rel, anchor, trap). Accepted wherever ``url`` is.
+``lease``   a URL handed out by the frontier for one fetch.
+            lease*, url*, host*, attempt*, deadline* (unix seconds), plus the
+            url record's fields.
+``fetch``   the outcome of one fetch attempt.
+            url*, outcome*, host, lease, ip, status, retry_after, bytes,
+            timings {dns, connect, first_byte, total} (seconds), content_type,
+            location (redirects), etag, last_modified, digest, warc {file,
+            offset, length}, fetched_at, truncated, error, crawl_delay.
+            ``crawl dedupe`` adds simhash, duplicate_of, distance.
+``reject``  an input that could not become a URL: input*, error*.
+``event``   one line of the crawl log: ts*, event*, url, plus details.
+``stats``   a command's summary (also written to stderr / --stats FILE).
+
+A plain text line (not starting with ``{``) is read as ``{"kind": "url",
+"url": <line>}`` wherever a URL record is expected, so ``cat seeds.txt |
+crawl seen`` works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from .errors import BadRecord
+
+VERSION = 1
+
+Record = dict[str, Any]
+
+URL_KINDS = frozenset({"url", "link"})
+KINDS = frozenset({"url", "link", "lease", "fetch", "reject", "event", "stats"})
+
+# Every outcome a fetch can have. Failures are data, never exceptions.
+OUTCOMES = (
+    "ok",
+    "not-modified",
+    "redirect",
+    "http-error",
+    "robots-disallowed",
+    "timeout",
+    "connect-error",
+    "dns-error",
+    "too-large",
+    "skipped-content-type",
+    "private-address",
+    "invalid-url",
+    "protocol-error",
+)
+
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "url": ("url",),
+    "link": ("url",),
+    "lease": ("lease", "url", "host", "attempt", "deadline"),
+    "fetch": ("url", "outcome"),
+    "reject": ("input", "error"),
+    "event": ("ts", "event"),
+    "stats": (),
+}
+
+
+def make(kind: str, **fields: Any) -> Record:
+    """Build a record of ``kind`` with the current schema version."""
+    rec: Record = {"kind": kind, "v": VERSION}
+    rec.update(fields)
+    return rec
+
+
+def derive(parent: Record, kind: str, **fields: Any) -> Record:
+    """A new record that keeps every field of ``parent`` it does not replace.
+
+    This is how a stage passes through what it does not understand.
+    """
+    rec = dict(parent)
+    rec["kind"] = kind
+    rec["v"] = VERSION
+    rec.update(fields)
+    return rec
+
+
+def check(rec: Any, accept: frozenset[str] | None, lineno: int = 0) -> Record:
+    """Validate one decoded record; raise BadRecord with a reason otherwise."""
+    if not isinstance(rec, dict):
+        raise BadRecord(lineno, f"expected a JSON object, got {type(rec).__name__}")
+    kind = rec.get("kind")
+    if kind is None and "url" in rec:
+        # A bare {"url": ...} is a URL record: be lenient with hand-made input.
+        rec["kind"] = kind = "url"
+    if not isinstance(kind, str):
+        raise BadRecord(lineno, 'missing "kind" field')
+    if accept is not None and kind not in accept:
+        want = ", ".join(sorted(accept))
+        raise BadRecord(lineno, f'record kind "{kind}" not accepted here (expected {want})')
+    for field in _REQUIRED.get(kind, ()):
+        if field not in rec:
+            raise BadRecord(lineno, f'{kind} record has no "{field}" field')
+    if kind in URL_KINDS or kind == "lease":
+        if not isinstance(rec["url"], str) or not rec["url"]:
+            raise BadRecord(lineno, '"url" must be a non-empty string')
+    return rec
+
+
+def decode(line: bytes, accept: frozenset[str] | None, lineno: int = 0) -> Record:
+    """Decode one input line (without its newline) into a checked record.
+
+    A plain text line becomes a ``url`` record when URL records are accepted.
+    """
+    stripped = line.strip()
+    if not stripped:
+        raise BadRecord(lineno, "empty line")
+    if stripped[:1] != b"{":
+        if accept is None or "url" in accept:
+            try:
+                text = stripped.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadRecord(lineno, "plain URL line is not valid UTF-8") from None
+            if any(c.isspace() for c in text):
+                raise BadRecord(lineno, "plain URL line contains white space")
+            return {"kind": "url", "v": VERSION, "url": text}
+        raise BadRecord(lineno, "not a JSON object (a plain URL is not accepted here)")
+    try:
+        obj = orjson.loads(stripped)
+    except orjson.JSONDecodeError as exc:
+        raise BadRecord(lineno, f"invalid JSON: {exc}") from None
+    return check(obj, accept, lineno)
+
+
+def encode(rec: Record) -> bytes:
+    """One record as a compact JSON line, newline included."""
+    return orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def encode_many(recs: Iterable[Record]) -> bytes:
+    return b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in recs)

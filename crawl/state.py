@@ -1,0 +1,100 @@
+"""LMDB environments: the one place that knows how state is opened.
+
+Every durable structure (frontier, seen set, robots and DNS caches, host
+state, history, simhash tables, spools) is an LMDB environment under the
+crawl directory. LMDB gives us what the invariants need: a single writer
+with crash-safe, fsynced commits, readers that never block, and a memory
+map that the OS pages in and out, so RAM use does not grow with the data.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import lmdb
+
+from .errors import StateError
+
+# Sparse on 64-bit Linux: the map size reserves address space, not disk.
+DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB
+
+
+def open_env(
+    path: str | os.PathLike[str],
+    *,
+    max_dbs: int = 16,
+    map_size: int = DEFAULT_MAP_SIZE,
+    readonly: bool = False,
+    sync: bool = True,
+) -> lmdb.Environment:
+    """Open (creating it if needed) the LMDB environment directory ``path``.
+
+    ``sync=True`` (the default) fsyncs every commit: a command writes its
+    output only after the state change it reports is on disk. Pass
+    ``sync=False`` only for caches that can be rebuilt.
+    """
+    p = Path(path)
+    try:
+        if not readonly:
+            p.mkdir(parents=True, exist_ok=True)
+        return lmdb.open(
+            str(p),
+            map_size=map_size,
+            max_dbs=max_dbs,
+            readonly=readonly,
+            sync=sync,
+            metasync=sync,
+            lock=True,
+            readahead=False,
+            max_readers=512,
+            subdir=True,
+        )
+    except lmdb.Error as exc:
+        raise StateError(
+            f"cannot open state at {p}: {exc}. Is --dir a crawl directory you can write to?"
+        ) from exc
+
+
+class CrawlDir:
+    """Names of everything inside one crawl directory (``--dir``).
+
+    Only paths live here; each module opens its own environment through
+    :func:`open_env`, so one concern's state can be copied or rebuilt alone.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def sub(self, name: str) -> Path:
+        """A path inside the crawl directory. ``name`` is ours, never a URL's."""
+        return self.root / name
+
+    @property
+    def frontier(self) -> Path:
+        return self.sub("frontier")
+
+    @property
+    def seen(self) -> Path:
+        return self.sub("seen")
+
+    @property
+    def fetchstate(self) -> Path:
+        """Robots cache, DNS cache and per-URL fetch history."""
+        return self.sub("fetchstate")
+
+    @property
+    def dedupe(self) -> Path:
+        return self.sub("dedupe")
+
+    @property
+    def warc(self) -> Path:
+        return self.sub("warc")
+
+    @property
+    def log(self) -> Path:
+        return self.sub("log")
+
+    @property
+    def spools(self) -> Path:
+        return self.sub("spool")
