@@ -1,0 +1,143 @@
+"""The CDXJ index: find a stored page by URL and time.
+
+Format (pywb / cdxj-indexer): one line per capture,
+``SURT TIMESTAMP {json}``, sorted, so a binary search or a ``grep`` by
+SURT prefix finds every capture of a URL. The JSON carries url, mime,
+status, digest, length, offset and filename: exactly the pointer
+:func:`crawl.store.read_response` needs.
+
+The writer appends unsorted lines to a ``<warc>.cdxj`` sidecar as it goes;
+:func:`build` merges every sidecar (or rescans WARC files that have none)
+into one sorted ``index.cdxj``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+INDEX_NAME = "index.cdxj"
+_WARC_SUFFIXES = (".warc.gz", ".warc.zst", ".warc")
+
+
+def surt(url: str) -> str:
+    """The SURT key (``com,example)/path?q``) used to sort the index.
+
+    Uses the canon module's key when it is available so the index and the
+    frontier agree; otherwise a plain rendering of the same rule.
+    """
+    try:
+        from .canon import canonicalize
+
+        return str(canonicalize(url).surt)
+    except Exception:  # noqa: BLE001 -- canon missing or URL rejected: fall back
+        pass
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if host.startswith("www."):
+        host = host[4:]
+    key = ",".join(reversed(host.split(".")))
+    if parts.port and parts.port not in (80, 443):
+        key += f":{parts.port}"
+    path = parts.path or "/"
+    return f"{key}){path.lower()}" + (f"?{parts.query.lower()}" if parts.query else "")
+
+
+def timestamp14(warc_date: str) -> str:
+    """``2026-11-29T19:29:13.123456Z`` -> ``20261129192913``."""
+    digits = "".join(c for c in warc_date if c.isdigit())
+    return digits[:14]
+
+
+def cdxj_line(url: str, warc_date: str, fields: dict[str, Any]) -> bytes:
+    body = orjson.dumps({"url": url, **fields})
+    return f"{surt(url)} {timestamp14(warc_date)} ".encode() + body + b"\n"
+
+
+def parse_line(line: bytes | str) -> tuple[str, str, dict[str, Any]]:
+    text = line.decode() if isinstance(line, bytes) else line
+    key, ts, js = text.rstrip("\n").split(" ", 2)
+    return key, ts, orjson.loads(js)
+
+
+def warc_files(warc_dir: Path) -> list[Path]:
+    return sorted(p for p in warc_dir.iterdir() if p.name.endswith(_WARC_SUFFIXES))
+
+
+def _lines_from_warc(path: Path) -> Iterator[bytes]:
+    from .store import iter_records
+
+    try:
+        for off, length, rec in iter_records(path):
+            if rec.rec_type not in ("response", "revisit") or rec.http_headers is None:
+                continue
+            h = rec.http_headers
+            mime = (h.get_header("Content-Type") or "").split(";")[0].strip() or "unk"
+            fields = {
+                "mime": "warc/revisit" if rec.rec_type == "revisit" else mime,
+                "status": h.get_statuscode(),
+                "digest": rec.rec_headers.get_header("WARC-Payload-Digest") or "",
+                "length": str(length), "offset": str(off), "filename": path.name,
+            }
+            yield cdxj_line(rec.rec_headers.get_header("WARC-Target-URI"),
+                            rec.rec_headers.get_header("WARC-Date"), fields)
+    except Exception:  # noqa: BLE001 -- a torn tail ends the file's index, not the build
+        return
+
+
+def build(warc_dir: Path, *, rescan: bool = False) -> tuple[Path, int]:
+    """Write ``warc_dir/index.cdxj`` (sorted) atomically; returns (path, lines).
+
+    Sidecars are trusted unless ``rescan``: they are written by the same
+    writer, one line per record, after the record itself.
+    """
+    lines: list[bytes] = []
+    for wf in warc_files(warc_dir):
+        side = wf.with_name(wf.name + ".cdxj")
+        if side.exists() and not rescan:
+            size = wf.stat().st_size
+            for ln in side.read_bytes().splitlines(keepends=True):
+                if not ln.endswith(b"\n"):
+                    continue  # torn sidecar line
+                _, _, f = parse_line(ln)
+                if int(f["offset"]) + int(f["length"]) <= size:
+                    lines.append(ln)
+        else:
+            lines.extend(_lines_from_warc(wf))
+    lines.sort()
+    out = warc_dir / INDEX_NAME
+    tmp = out.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        fh.writelines(lines)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, out)
+    return out, len(lines)
+
+
+def lookup(warc_dir: Path, url: str, *, prefix: bool = False) -> list[dict[str, Any]]:
+    """Every capture of ``url`` (oldest first), from the sorted index.
+
+    ``prefix`` matches every URL whose SURT starts with the given one
+    (a whole host: ``--prefix http://example.com/``).
+    """
+    idx = warc_dir / INDEX_NAME
+    if not idx.exists():
+        build(warc_dir)
+    key = surt(url)
+    if prefix:
+        key = key.rstrip("/")
+    out = []
+    with open(idx, "rb") as fh:
+        for ln in fh:  # sorted file: stop once past the key
+            k, ts, fields = parse_line(ln)
+            if (k.startswith(key) if prefix else k == key):
+                out.append({"surt": k, "timestamp": ts, **fields})
+            elif k > key and not k.startswith(key):
+                break
+    return out
