@@ -124,7 +124,7 @@ def decode(line: bytes, accept: frozenset[str] | None, lineno: int = 0) -> Recor
     stripped = line.strip()
     if not stripped:
         raise BadRecord(lineno, "empty line")
-    if stripped[:1] != b"{":
+    if stripped[:1] not in (b"{", b"[", b'"'):
         if accept is None or "url" in accept:
             try:
                 text = stripped.decode("utf-8")

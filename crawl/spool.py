@@ -22,9 +22,10 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from . import records
+import orjson
+
 from .records import Record
-from .state import open_env
+from .state import close_env, open_env
 
 _SEQ = struct.Struct(">Q")
 _CLAIM = struct.Struct(">dI")  # deadline, pid; then host name, NUL, record
@@ -54,7 +55,7 @@ class Spool:
         self.pid = os.getpid()
 
     def close(self) -> None:
-        self.env.close()
+        close_env(self.env)
 
     def __enter__(self) -> Spool:
         return self
@@ -70,7 +71,7 @@ class Spool:
             seq = _SEQ.unpack(raw)[0] if raw else 0
             cur = txn.cursor(db=self._q)
             for rec in recs:
-                data = rec if isinstance(rec, bytes) else records.encode(rec)
+                data = rec if isinstance(rec, bytes) else orjson.dumps(rec)
                 cur.put(_SEQ.pack(seq), data, append=True)  # seq only grows
                 seq += 1
                 n += 1

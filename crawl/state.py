@@ -20,6 +20,9 @@ from .errors import StateError
 DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB
 
 
+_OPEN: dict[str, lmdb.Environment] = {}
+
+
 def open_env(
     path: str | os.PathLike[str],
     *,
@@ -30,15 +33,26 @@ def open_env(
 ) -> lmdb.Environment:
     """Open (creating it if needed) the LMDB environment directory ``path``.
 
+    One environment is shared per path within a process (LMDB does not allow
+    two handles), so close it with :func:`close_env`, never twice.
     ``sync=True`` (the default) fsyncs every commit: a command writes its
     output only after the state change it reports is on disk. Pass
     ``sync=False`` only for caches that can be rebuilt.
     """
     p = Path(path)
+    key = str(p.resolve())
+    env = _OPEN.get(key)
+    if env is not None:
+        # LMDB forbids opening one environment twice in a process; share it.
+        try:
+            env.info()
+            return env
+        except lmdb.Error:
+            del _OPEN[key]
     try:
         if not readonly:
             p.mkdir(parents=True, exist_ok=True)
-        return lmdb.open(
+        env = lmdb.open(
             str(p),
             map_size=map_size,
             max_dbs=max_dbs,
@@ -54,6 +68,16 @@ def open_env(
         raise StateError(
             f"cannot open state at {p}: {exc}. Is --dir a crawl directory you can write to?"
         ) from exc
+    _OPEN[key] = env
+    return env
+
+
+def close_env(env: lmdb.Environment) -> None:
+    """Close an environment opened with :func:`open_env` (shared per process)."""
+    for key, e in list(_OPEN.items()):
+        if e is env:
+            del _OPEN[key]
+    env.close()
 
 
 class CrawlDir:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .. import records
-from ..errors import BadRecord, ExitStatus
+from ..errors import ExitStatus
 from ..io import Report, Sink, Source, open_sink, open_source
 from ..state import CrawlDir
 
