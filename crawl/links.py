@@ -1,0 +1,213 @@
+"""Link extraction from HTML with lxml: hrefs as written, nothing resolved.
+
+One pass over the parsed tree collects everything the parse stage needs
+from a page: outlinks (``a``, ``area``, ``link``, ``iframe``, ``frame``,
+``meta refresh``), the first ``<base href>``, ``rel=canonical``, the meta
+robots directives meant for us, and the title. Resolving, canonicalising and
+filtering happen in :mod:`crawl.parse`, so this module only knows HTML.
+
+libxml2's HTML parser (through ``etree.fromstring`` with an
+``HTMLParser``) plus ``iter(*tags)`` was the fastest correct variant measured
+in scripts/bench_parse.py: the tag filter runs in C, so only link-bearing
+elements cost Python time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+# Tags we look at, in one C-filtered walk of the tree.
+_TAGS = ("a", "area", "link", "iframe", "frame", "base", "meta", "title")
+
+# <link rel> values that name sub-resources or endpoints, not pages to crawl.
+RESOURCE_RELS = frozenset(
+    {
+        "stylesheet", "icon", "shortcut", "apple-touch-icon",
+        "apple-touch-icon-precomposed", "mask-icon", "manifest", "preload",
+        "prefetch", "preconnect", "dns-prefetch", "modulepreload", "prerender",
+        "pingback", "edituri", "wlwmanifest", "openid.server", "openid.delegate",
+        "openid2.provider", "openid2.local_id", "webmention", "fluid-icon",
+    }
+)
+
+# Directives a robots meta tag or X-Robots-Tag may carry with a colon, which
+# are therefore not a "user-agent:" prefix.
+_COLON_DIRECTIVES = frozenset(
+    {"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"}
+)
+
+_REFRESH_URL = re.compile(r"""^\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?(['"]?)(.*?)\1\s*$""", re.I | re.S)
+
+
+@dataclass(slots=True)
+class RawLink:
+    """One link as written on the page.
+
+    ``position`` is the link's index among all link-bearing elements in
+    document order, so it says where on the page the link was, even when
+    others around it were dropped. ``element`` is kept so that anchor text is
+    only computed for links that are actually emitted.
+    """
+
+    href: str
+    source: str
+    rel: tuple[str, ...]
+    position: int
+    element: etree._Element | None = None
+
+
+@dataclass(slots=True)
+class HtmlPage:
+    """What one HTML document says about its links."""
+
+    links: list[RawLink] = field(default_factory=list)
+    base: str | None = None
+    canonical: str | None = None
+    robots: set[str] = field(default_factory=set)
+    title: str | None = None
+    error: str | None = None
+
+
+def _parser() -> etree.HTMLParser:
+    # Comments, processing instructions and blank text never hold links;
+    # dropping them keeps the tree (and the walk) small. no_network: an HTML
+    # page never makes libxml2 fetch anything.
+    return etree.HTMLParser(
+        encoding="utf-8",
+        remove_comments=True,
+        remove_pis=True,
+        no_network=True,
+        collect_ids=False,
+        default_doctype=False,
+    )
+
+
+_PARSER = _parser()
+
+
+def robots_directives(values: list[str], agent: str) -> set[str]:
+    """Directives from robots meta contents or X-Robots-Tag values for ``agent``.
+
+    An X-Robots-Tag value may start with ``name:`` to address one crawler
+    ("otherbot: noindex"); such directives apply only when the name is our
+    product token. ``none`` expands to ``noindex, nofollow``.
+    """
+    out: set[str] = set()
+    agent = agent.lower()
+    for value in values:
+        target: str | None = None
+        for part in value.split(","):
+            part = part.strip().lower()
+            if not part:
+                continue
+            if ":" in part:
+                key, rest = part.split(":", 1)
+                key = key.strip()
+                if key not in _COLON_DIRECTIVES:
+                    target = key
+                    part = rest.strip()
+                    if not part:
+                        continue
+            if target is not None and target != agent:
+                continue
+            if part == "none":
+                out.update(("noindex", "nofollow"))
+            else:
+                out.add(part.split(":", 1)[0].strip())
+    return out
+
+
+def anchor_text(el: etree._Element | None, limit: int) -> str:
+    """The visible text of a link, white space collapsed, at most ``limit`` chars."""
+    if el is None or limit <= 0:
+        return ""
+    if el.tag == "area":
+        text = el.get("alt") or ""
+    else:
+        text = etree.tostring(el, method="text", encoding=str, with_tail=False)
+        if not text.strip():
+            text = el.get("title") or el.get("aria-label") or ""
+            if not text:
+                img = next(el.iter("img"), None)
+                text = (img.get("alt") or "") if img is not None else ""
+    text = " ".join(text[: limit * 4].split())
+    return text[:limit]
+
+
+def refresh_target(content: str) -> str | None:
+    """The URL of a ``<meta http-equiv=refresh content="5; url=...">``."""
+    m = _REFRESH_URL.match(content)
+    if not m:
+        return None
+    target = m.group(2).strip()
+    return target or None
+
+
+def extract(utf8: bytes, agent: str = "crawl") -> HtmlPage:
+    """Parse a UTF-8 HTML document and collect its links, in document order.
+
+    Never raises on content: a document libxml2 cannot make a tree of
+    (binary junk, an empty body) yields a page with ``error`` set and no links.
+    """
+    page = HtmlPage()
+    if not utf8.strip():
+        page.error = "empty document"
+        return page
+    try:
+        root = etree.fromstring(utf8, _PARSER)
+    except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
+        page.error = f"unparsable HTML: {exc}"
+        return page
+    if root is None:
+        page.error = "unparsable HTML: no document element"
+        return page
+    links = page.links
+    robots: list[str] = []
+    pos = 0
+    lower_agent = agent.lower()
+    for el in root.iter(*_TAGS):
+        tag = el.tag
+        if tag == "a" or tag == "area":
+            href = el.get("href")
+            if href is not None:
+                rel = el.get("rel")
+                links.append(RawLink(href, tag, tuple(rel.lower().split()) if rel else (), pos, el))
+                pos += 1
+        elif tag == "link":
+            href = el.get("href")
+            rel_attr = el.get("rel")
+            if href is None or not rel_attr:
+                continue
+            rels = tuple(rel_attr.lower().split())
+            if "canonical" in rels and page.canonical is None:
+                page.canonical = href
+            elif rels and not all(r in RESOURCE_RELS for r in rels):
+                links.append(RawLink(href, "link", rels, pos, None))
+                pos += 1
+        elif tag == "iframe" or tag == "frame":
+            src = el.get("src")
+            if src is not None:
+                links.append(RawLink(src, tag, (), pos, None))
+                pos += 1
+        elif tag == "meta":
+            name = (el.get("name") or "").lower()
+            if name == "robots" or name == lower_agent:
+                content = el.get("content")
+                if content:
+                    robots.append(content)
+            elif (el.get("http-equiv") or "").lower() == "refresh":
+                target = refresh_target(el.get("content") or "")
+                if target:
+                    links.append(RawLink(target, "meta-refresh", ("refresh",), pos, None))
+                    pos += 1
+        elif tag == "base":
+            if page.base is None and el.get("href") is not None:
+                page.base = el.get("href")
+        elif tag == "title" and page.title is None:
+            page.title = " ".join((el.text or "").split())[:200]
+    if robots:
+        page.robots = robots_directives(robots, agent)
+    return page
