@@ -1,0 +1,153 @@
+"""Politeness audit of a test web's request log (what the server saw, not what the crawler says).
+
+Four rules, each checked from server-side timestamps (monotonic ns):
+
+``overlap``     two requests to one host in flight at the same time
+                (a request starts before the previous one to that host ended);
+``gap``         a request to a host starts less than the required delay after
+                the previous one ended; required = max(--delay, the host's
+                robots ``Crawl-delay`` from the manifest);
+``per-ip``      more than --per-ip requests in flight to one address;
+``disallowed``  a fetch of a path the host's robots.txt disallows for the
+                audited agent (a host whose robots.txt answers 5xx or times
+                out disallows everything, RFC 9309 2.3.1.4). Fetching
+                robots.txt itself (and the redirects it follows) never counts.
+
+Requests for /robots.txt count as requests to the host for the first three
+rules. One violation record names the rule, the host (or address), and the
+requests involved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .generator import rules_disallow
+
+Violation = dict[str, Any]
+_ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt", "/policies/robots.txt")
+
+
+def _brief(req: dict[str, Any]) -> dict[str, Any]:
+    return {k: req.get(k) for k in ("start", "end", "conn", "addr", "path", "status")}
+
+
+def audit(
+    requests: Iterable[dict[str, Any]],
+    hosts: dict[str, dict[str, Any]],
+    delay: float = 1.0,
+    per_ip: int = 4,
+    agent: str | None = None,
+    tolerance: float = 0.0,
+) -> list[Violation]:
+    """Every politeness violation in ``requests`` (log records), in a stable order.
+
+    ``hosts`` maps host names to manifest host records (for Crawl-delay and
+    robots rules). ``agent`` keeps only requests whose User-Agent contains it.
+    """
+    reqs = [r for r in requests if r.get("host") and (agent is None or agent in r.get("ua", ""))]
+    reqs.sort(key=lambda r: (r["start"], r["end"]))
+    out: list[Violation] = []
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    for r in reqs:
+        by_host.setdefault(r["host"], []).append(r)
+    for host, items in sorted(by_host.items()):
+        rec = hosts.get(host, {})
+        robots = rec.get("robots", {})
+        crawl_delay = robots.get("crawl_delay") or 0.0
+        required = max(delay, crawl_delay)
+        prev = None
+        for r in items:
+            if prev is not None:
+                if r["start"] < prev["end"]:
+                    out.append({"kind": "violation", "rule": "overlap", "host": host,
+                                "detail": f"{r['path']} started {(prev['end'] - r['start']) / 1e6:.1f} ms "
+                                          f"before {prev['path']} ended",
+                                "requests": [_brief(prev), _brief(r)]})
+                else:
+                    gap = (r["start"] - prev["end"]) / 1e9
+                    if gap + tolerance < required:
+                        out.append({"kind": "violation", "rule": "gap", "host": host,
+                                    "gap": round(gap, 6), "required": required,
+                                    "detail": f"{r['path']} {gap:.3f} s after {prev['path']} "
+                                              f"(required {required:g} s)",
+                                    "requests": [_brief(prev), _brief(r)]})
+            if prev is None or r["end"] > prev["end"]:
+                prev = r
+            # a request that ends earlier than an overlapping one keeps the later end as reference
+        for r in items:
+            path = r["path"]
+            if path in _ROBOTS_PATHS or not robots:
+                continue
+            if robots.get("complete_disallow") or rules_disallow(robots.get("rules", []), path):
+                out.append({"kind": "violation", "rule": "disallowed", "host": host,
+                            "detail": f"{path} is disallowed by robots.txt ({robots.get('variant')})",
+                            "requests": [_brief(r)]})
+    out.extend(_per_ip(reqs, per_ip))
+    return out
+
+
+def _per_ip(reqs: list[dict[str, Any]], limit: int) -> list[Violation]:
+    """Sweep start/end events per address; one violation per excursion above ``limit``."""
+    by_addr: dict[str, list[dict[str, Any]]] = {}
+    for r in reqs:
+        by_addr.setdefault(r.get("addr", ""), []).append(r)
+    out: list[Violation] = []
+    for addr, items in sorted(by_addr.items()):
+        # at equal times an end comes before a start: back-to-back is not concurrent
+        events = sorted([(r["start"], 1, n) for n, r in enumerate(items)]
+                        + [(r["end"], 0, n) for n, r in enumerate(items)])
+        active: set[int] = set()
+        excursion: set[int] | None = None
+        peak = 0
+        for _t, is_start, n in events:
+            if is_start:
+                active.add(n)
+                if len(active) > limit:
+                    excursion = (excursion or set()) | active
+                    peak = max(peak, len(active))
+            else:
+                active.discard(n)
+                if excursion is not None and len(active) <= limit:
+                    involved = sorted(excursion, key=lambda m: items[m]["start"])
+                    hosts = sorted({items[m]["host"] for m in involved})
+                    out.append({"kind": "violation", "rule": "per-ip", "host": ",".join(hosts),
+                                "addr": addr, "peak": peak, "limit": limit,
+                                "detail": f"{peak} requests in flight to {addr} (limit {limit})",
+                                "requests": [_brief(items[m]) for m in involved]})
+                    excursion, peak = None, 0
+    return out
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    with open(path, "rb") as f:
+        return [orjson.loads(line) for line in f if line.strip()]
+
+
+def read_hosts(web_dir: Path) -> dict[str, dict[str, Any]]:
+    hosts: dict[str, dict[str, Any]] = {}
+    with open(web_dir / "manifest.ndjson", "rb") as f:
+        for line in f:
+            if line.startswith(b'{"kind":"host"'):
+                rec = orjson.loads(line)
+                hosts[rec["host"]] = rec
+    return hosts
+
+
+def audit_dir(
+    web_dir: Path, *, delay: float = 1.0, per_ip: int = 4, agent: str | None = None,
+    log: Path | None = None, tolerance: float = 0.0,
+) -> tuple[list[Violation], dict[str, Any]]:
+    """Audit ``web_dir/requests.log`` (or ``log``) against ``web_dir``'s manifest."""
+    reqs = read_log(log or web_dir / "requests.log")
+    violations = audit(reqs, read_hosts(web_dir), delay, per_ip, agent, tolerance)
+    counts: dict[str, int] = {}
+    for v in violations:
+        counts[v["rule"]] = counts.get(v["rule"], 0) + 1
+    summary = {"kind": "audit", "requests": len(reqs), "violations": counts,
+               "delay": delay, "per_ip": per_ip, "agent": agent}
+    return violations, summary

@@ -1,0 +1,235 @@
+"""Bytes of the synthetic web: HTML pages, robots files, sitemaps, PDFs, PNGs.
+
+Every function is deterministic in its arguments. Pages carry real
+boilerplate (navigation, footer, an ad block) around an article whose text
+is drawn from a large pseudo-vocabulary, so distinct pages are distinct to a
+simhash and variants of one article are near-duplicates of each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import struct
+import time
+import zlib
+from email.utils import formatdate
+
+from .generator import ROBOTS_LIMIT, Link, PageSpec, Web, _rng
+
+_SYL = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "da", "zu", "fi", "ho", "ge",
+        "ba", "ly", "qu", "wen", "tor", "mar", "sel", "vin", "dor", "kel")
+VOCAB: tuple[str, ...] = tuple(
+    a + b + c for a in _SYL for b in _SYL for c in ("", "n", "s", "ra", "th", "m", "x", "l")
+)[:4096]
+_BOILER = (
+    "Subscribe to our newsletter for weekly updates. All rights reserved. "
+    "Terms of use, privacy policy and cookie settings apply to this site."
+)
+
+
+def http_date(t: float) -> str:
+    return formatdate(t, usegmt=True)
+
+
+def iso_date(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _words(seed: object, n: int) -> str:
+    r = _rng("words", seed)
+    return " ".join(r.choices(VOCAB, k=n))
+
+
+def _a(link: Link) -> str:
+    rel = f' rel="{" ".join(link.rel)}"' if link.rel else ""
+    return f'<a href="{html.escape(link.href)}"{rel}>{html.escape(link.text)}</a>'
+
+
+def _article(spec: PageSpec, body_links: list[Link]) -> str:
+    """The article text, padded to the page's size, with links woven in."""
+    parts: list[str] = []
+    budget = max(600, spec.size - 1500)
+    n_par = max(1, budget // 700)
+    per_par = max(8, budget // n_par // 7)
+    for p in range(n_par):
+        text = _words((spec.host, spec.k, p), per_par)
+        if p < len(body_links):
+            text += " " + _a(body_links[p])
+        parts.append(f"<p>{text}</p>")
+    for link in body_links[n_par:]:
+        parts.append(f"<p>See also {_a(link)}.</p>")
+    return "\n".join(parts)
+
+
+@functools.lru_cache(maxsize=2048)
+def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> bytes:
+    """An ordinary page; ``variant`` is one of the near-duplicate variants or ''."""
+    spec = web.page(i, k)
+    host = web.host(i)
+    src = host.mirror_of if host.mirror_of is not None else i
+    title = f"{_words(('title', src, k), 3).title()} ({web.host_name(src)})"
+    n_nav = min(4, web.config.pages)
+    nav, rest = list(spec.links[:n_nav]), spec.links[n_nav:]
+    body_links = [lk for lk in rest if lk.tag == "a"]
+    images = [lk for lk in rest if lk.tag == "img"]
+    canonical = web.url(src, spec.path)
+    head = ['<!DOCTYPE html>', '<html lang="en">', "<head>", '<meta charset="utf-8">',
+            f"<title>{html.escape(title)}</title>",
+            f'<link rel="canonical" href="{canonical}">']
+    if spec.meta_robots:
+        head.append(f'<meta name="robots" content="{spec.meta_robots}">')
+    if spec.base_href:
+        head.append(f'<base href="{spec.base_href}">')
+    head.append("</head>")
+    nav_html = " | ".join(_a(lk) for lk in nav)
+    if variant == "mobile":
+        header = f'<header class="m"><button>Menu</button><nav>{nav_html}</nav></header>'
+    elif variant == "print":
+        header = f"<header><p>Printed from {html.escape(canonical)}</p></header>"
+    else:
+        header = f'<header><div class="logo">{web.host_name(src)}</div><nav>{nav_html}</nav></header>'
+    changing = ""
+    if spec.change_period is not None:
+        changing = (f'<p class="updated">Revision {version}: '
+                    f"{_words(('rev', src, k, version), 40)}</p>")
+    imgs = "".join(f'<img src="{html.escape(lk.href)}" alt="figure">' for lk in images)
+    article = _article(spec, body_links)
+    ad_key = (src, spec.path, variant if variant == "ref" else "")
+    ad = "" if variant == "print" else f'<aside class="ad">{_words(("ad",) + ad_key, 25)}</aside>'
+    footer = "" if variant == "print" else (
+        f"<footer><p>{_BOILER}</p><p>&copy; 2026 {web.host_name(src)}</p></footer>")
+    body = ["<body>", header, "<main><article>", f"<h1>{html.escape(title)}</h1>", changing,
+            article, imgs, "</article>", ad, "</main>", footer, "</body>", "</html>"]
+    return "\n".join(head + body).encode()
+
+
+def simple_html(title: str, links: list[tuple[str, str]], text_seed: object, words: int = 120) -> bytes:
+    """A small page for traps, busy pages and other special paths."""
+    items = "".join(f'<li><a href="{html.escape(h)}">{html.escape(t)}</a></li>' for h, t in links)
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"</head>\n<body><h1>{html.escape(title)}</h1>\n<p>{_words(text_seed, words)}</p>\n"
+        f"<ul>{items}</ul>\n<footer>{_BOILER}</footer></body></html>\n"
+    ).encode()
+
+
+# -- robots.txt ---------------------------------------------------------------
+def robots_txt(web: Web, i: int, variant: str | None = None) -> bytes:
+    v = variant or web.host(i).robots
+    sitemap = f"Sitemap: {web.url(i, '/sitemap.xml')}\n"
+    head = f"# robots.txt for {web.host_name(i)} (crawl testweb)\n"
+    if v == "rules":
+        agent = web.config.agent
+        return (
+            head
+            + "User-agent: otherbot\nUser-agent: examplebot\nDisallow: /\n\n"
+            + f"User-agent: {agent}\n"
+            + "Disallow: /private/\nAllow: /private/open-\n"
+            + "Allow: /news/\nDisallow: /news/\n"
+            + "Disallow: /*.pdf$\nDisallow: /docs/*draft\n"
+            + "Crawl-delay: 2\n\n"
+            + "User-agent: *\nDisallow: /\n\n"
+            + sitemap
+        ).encode()
+    if v == "huge":
+        lines = [head, "User-agent: *\n", "Disallow: /private/\n"]
+        size = sum(map(len, lines))
+        n = 0
+        while size < ROBOTS_LIMIT + 64 * 1024:
+            line = f"Disallow: /archive/2019/item-{n:07d}-not-served.html\n"
+            lines.append(line)
+            size += len(line)
+            n += 1
+        # beyond the 500 KiB parsing limit: a conforming parser never sees this
+        lines.append("Disallow: /blog/\n")
+        lines.append(sitemap)
+        return "".join(lines).encode()
+    if v == "redirect-target":
+        return (head + "User-agent: *\nDisallow: /private/\nDisallow: /docs/\n" + sitemap).encode()
+    return (head + "User-agent: *\nDisallow: /private/\n\n" + sitemap).encode()
+
+
+# -- sitemaps -----------------------------------------------------------------
+def sitemap_index(web: Web, i: int, now: float) -> bytes:
+    stamp = iso_date(now - now % 86400)
+    items = "".join(
+        f"<sitemap><loc>{web.url(i, p)}</loc><lastmod>{stamp}</lastmod></sitemap>\n"
+        for p in ("/sitemap-pages.xml", "/sitemap-files.xml")
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        f"{items}</sitemapindex>\n"
+    ).encode()
+
+
+def sitemap_pages(web: Web, i: int, now: float) -> bytes:
+    rows = []
+    for k in range(web.config.pages):
+        spec = web.page(i, k)
+        _, lm = web.version(spec, now)
+        rows.append(f"<url><loc>{web.url(i, spec.path)}</loc><lastmod>{iso_date(lm)}</lastmod></url>\n")
+    return _urlset(rows)
+
+
+def sitemap_files(web: Web, i: int) -> bytes:
+    rows = [f"<url><loc>{web.url(i, f'/files/report-{k}.pdf')}</loc></url>\n"
+            for k in range(0, web.config.pages, 3)]
+    return _urlset(rows)
+
+
+def _urlset(rows: list[str]) -> bytes:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        + "".join(rows) + "</urlset>\n"
+    ).encode()
+
+
+# -- binary resources ---------------------------------------------------------
+@functools.lru_cache(maxsize=1024)
+def pdf(title: str) -> bytes:
+    text = title.replace("(", "").replace(")", "").replace("\\", "")
+    stream = f"BT /F1 18 Tf 72 720 Td ({text}) Tj ET".encode()
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for n, obj in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + obj + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    return bytes(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def png(seed: str, size: int = 16) -> bytes:
+    r = _rng("png", seed)
+    rgb = bytes(r.randrange(256) for _ in range(3))
+    raw = b"".join(b"\x00" + rgb * size for _ in range(size))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(
+            ">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+@functools.lru_cache(maxsize=1)
+def gzip_bomb(total: int) -> bytes:
+    """A multi-member gzip body that inflates to ``total`` bytes of zeros."""
+    member_size = min(total, 64 << 20)
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    member = c.compress(bytes(member_size)) + c.flush()
+    return member * max(1, total // member_size)
