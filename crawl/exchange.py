@@ -1,0 +1,247 @@
+"""One HTTP exchange under hard limits: the part of a fetch that touches the wire.
+
+Used for pages (:mod:`crawl.fetch`) and robots.txt (:mod:`crawl.robots_fetch`).
+Everything that can go wrong on the network ends as a value here, never as
+an exception: a failure kind (the fetch ``outcome``), an error text, and
+whatever part of the response arrived (a truncated body is still archived).
+
+Limits (DESIGN invariant 4), all configurable in :class:`Limits`:
+
+* connect 10 s, total 30 s for the whole exchange (headers and body),
+  enforced with a trio cancel scope, so a server that trickles bytes forever
+  still ends on time;
+* body 5 MB of *raw* bytes, streamed into a :class:`crawl.store.BodyBuffer`
+  (bounded memory); the rest is never read and the capture is marked
+  truncated;
+* decoded size and ratio: the body is decompressed as it streams (gzip,
+  deflate, br) only to count, in bounded pieces, so a compression bomb is
+  stopped after at most ``max_decoded`` bytes of output ever existed;
+* response headers: 100 KiB (httpcore's h11 limit), a protocol-error beyond.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import brotli
+import httpx
+import trio
+
+from .netbackend import CONNECT_INFO, RefusedAddress
+from .store import BodyBuffer, http_block
+
+_PIECE = 64 << 10
+
+
+@dataclass(frozen=True)
+class Limits:
+    connect: float = 10.0
+    total: float = 30.0
+    max_body: int = 5_000_000
+    max_decoded: int = 50_000_000
+    max_ratio: float = 100.0  # decoded/raw, checked once 1 MiB has been decoded
+
+
+class Bomb(Exception):
+    pass
+
+
+class Meter:
+    """Decompress to count (and optionally keep up to ``keep`` bytes)."""
+
+    def __init__(self, encoding: str, max_decoded: int, max_ratio: float, keep: int = 0) -> None:
+        enc = encoding.strip().lower().split(",")[-1].strip()
+        self.kind = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate", "br": "br"}.get(enc)
+        self.max_decoded = max_decoded
+        self.max_ratio = max_ratio
+        self.keep = keep
+        self.kept: list[bytes] = []
+        self._kept_n = 0
+        self.decoded = 0
+        self.raw = 0
+        self.broken = ""
+        self._d: Any = None
+        if self.kind == "gzip":
+            self._d = zlib.decompressobj(zlib.MAX_WBITS | 32)
+        elif self.kind == "deflate":
+            self._d = zlib.decompressobj(zlib.MAX_WBITS)
+        elif self.kind == "br":
+            self._d = brotli.Decompressor()
+
+    def _out(self, data: bytes) -> None:
+        self.decoded += len(data)
+        if self.keep and self._kept_n < self.keep:
+            part = data[: self.keep - self._kept_n]
+            self.kept.append(part)
+            self._kept_n += len(part)
+        if self.decoded > self.max_decoded:
+            raise Bomb(f"decoded body exceeds {self.max_decoded} bytes")
+        if self.decoded > (1 << 20) and self.decoded > self.max_ratio * max(self.raw, 1):
+            raise Bomb(f"decompression ratio above {self.max_ratio:g}:1")
+
+    def feed(self, chunk: bytes) -> None:
+        """Raises Bomb when a cap is crossed; a corrupt stream just stops metering."""
+        self.raw += len(chunk)
+        if self._d is None:
+            self._out(chunk)
+            return
+        if self.broken:
+            return
+        try:
+            if self.kind == "br":
+                self._out(self._d.process(chunk, output_buffer_limit=_PIECE))
+                while not self._d.can_accept_more_data():
+                    self._out(self._d.process(b"", output_buffer_limit=_PIECE))
+            else:
+                data = chunk
+                while data:
+                    try:
+                        self._out(self._d.decompress(data, _PIECE))
+                    except zlib.error:
+                        if self.kind == "deflate" and self.decoded == 0:
+                            # RFC 9110 8.4.1.2 says zlib-wrapped; some servers send raw deflate
+                            self._d, self.kind = zlib.decompressobj(-zlib.MAX_WBITS), "raw-deflate"
+                            continue
+                        raise
+                    data = self._d.unconsumed_tail
+        except (zlib.error, brotli.error) as exc:
+            self.broken = f"{self.kind} stream is corrupt: {exc}"
+
+    def text(self) -> bytes:
+        return b"".join(self.kept)
+
+
+@dataclass
+class Exchange:
+    """What one request produced. ``failure`` is None when a response arrived whole."""
+
+    url: str
+    status: int = 0
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    request: Any = None  # StatusAndHeaders for the WARC request record
+    response: Any = None  # StatusAndHeaders for the WARC response record
+    body: BodyBuffer | None = None
+    truncated: str | None = None  # WARC-Truncated: length, time, disconnect
+    failure: str | None = None  # an outcome: timeout, connect-error, protocol-error, ...
+    error: str = ""
+    skipped: bool = False  # body not read (content type not wanted)
+    ip: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    decoded: bytes = b""  # first ``keep`` decoded bytes, when asked for
+
+    def header(self, name: str) -> str | None:
+        n = name.lower()
+        for k, v in self.headers:
+            if k.lower() == n:
+                return v
+        return None
+
+    def close(self) -> None:
+        if self.body is not None:
+            self.body.close()
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """Map a transport exception to (outcome, error text)."""
+    cause = exc.__cause__
+    if isinstance(cause, RefusedAddress):
+        return "private-address", str(cause)
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "timeout", f"connect timeout: {text}"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout", text
+    if isinstance(exc, httpx.ConnectError):
+        return ("dns-error" if text.startswith("dns: ") else "connect-error"), text
+    if isinstance(exc, httpx.RemoteProtocolError) and "too long" in text.lower():
+        return "protocol-error", f"response headers too large: {text}"
+    return "protocol-error", f"{type(exc).__name__}: {text}"
+
+
+def _response_block(resp: httpx.Response) -> Any:
+    reason = resp.extensions.get("reason_phrase", b"")
+    reason = reason.decode("latin-1") if isinstance(reason, bytes) else str(reason)
+    hdrs = []
+    for k, v in resp.headers.raw:
+        name = k.decode("latin-1")
+        if name.lower() == "transfer-encoding":
+            name = "X-Crawl-Transfer-Encoding"  # the stored body is de-chunked (see store.py)
+        hdrs.append((name, v.decode("latin-1")))
+    return http_block(f"{resp.http_version} {resp.status_code} {reason}".rstrip(), hdrs)
+
+
+async def exchange(
+    transport: httpx.AsyncBaseTransport,
+    url: str,
+    headers: list[tuple[str, str]],
+    limits: Limits,
+    *,
+    want_body: Callable[[Exchange], bool] = lambda ex: True,
+    max_body: int | None = None,
+    keep: int = 0,
+) -> Exchange:
+    """GET ``url``; never raises for network trouble (see module docstring)."""
+    ex = Exchange(url)
+    info: dict[str, Any] = {}
+    token = CONNECT_INFO.set(info)
+    t0 = time.perf_counter()
+    cap = limits.max_body if max_body is None else max_body
+    resp: httpx.Response | None = None
+    try:
+        req = httpx.Request("GET", url, headers=headers, extensions={"timeout": {
+            "connect": limits.connect, "read": limits.total, "write": limits.total,
+            "pool": limits.total}})
+        target = req.url.raw_path.decode("ascii")
+        ex.request = http_block(f"GET {target} HTTP/1.1",
+                                [(k.decode("latin-1"), v.decode("latin-1")) for k, v in req.headers.raw])
+        with trio.move_on_after(limits.total) as scope:
+            try:
+                resp = await transport.handle_async_request(req)
+                ex.timings["first_byte"] = time.perf_counter() - t0
+                ex.status = resp.status_code
+                ex.response = _response_block(resp)
+                ex.headers = list(ex.response.headers)
+                if not want_body(ex):
+                    ex.skipped = True
+                    return ex
+                meter = Meter(ex.header("content-encoding") or "", limits.max_decoded,
+                              limits.max_ratio, keep)
+                body = ex.body = BodyBuffer(ex.response.headers_buff)
+                async for chunk in resp.stream:  # raw bytes: Content-Encoding intact
+                    room = cap - body.length
+                    if len(chunk) > room:
+                        chunk = chunk[:room]
+                        ex.truncated, ex.failure = "length", "too-large"
+                        ex.error = f"body larger than {cap} bytes"
+                    body.write(chunk)
+                    meter.feed(chunk)
+                    if ex.truncated:
+                        break
+                ex.decoded = meter.text()
+                if meter.broken and not ex.failure:
+                    ex.error = meter.broken
+            except Bomb as exc:
+                ex.truncated, ex.failure, ex.error = "length", "too-large", str(exc)
+            except (httpx.HTTPError, OSError) as exc:
+                ex.failure, ex.error = classify(exc)
+                if ex.response is not None:
+                    ex.truncated = "time" if ex.failure == "timeout" else "disconnect"
+        if scope.cancelled_caught:
+            ex.failure = "timeout"
+            ex.error = f"no complete response within {limits.total:g} s"
+            if ex.response is not None:
+                ex.truncated = "time"
+    finally:
+        if resp is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                await resp.aclose()
+        CONNECT_INFO.reset(token)
+        ex.ip = info.get("ip")
+        if "connect" in info:
+            ex.timings["connect"] = info["connect"]
+        ex.timings["total"] = time.perf_counter() - t0
+    return ex
