@@ -134,7 +134,7 @@ def anchor_text(el: etree._Element | None, limit: int) -> str:
                 img = next(el.iter("img"), None)
                 text = (img.get("alt") or "") if img is not None else ""
     text = " ".join(text[: limit * 4].split())
-    return text[:limit]
+    return text[:limit].rstrip()
 
 
 def refresh_target(content: str) -> str | None:
