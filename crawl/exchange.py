@@ -217,8 +217,8 @@ async def exchange(
                         chunk = chunk[:room]
                         ex.truncated, ex.failure = "length", "too-large"
                         ex.error = f"body larger than {cap} bytes"
+                    meter.feed(chunk)  # before storing: a bomb chunk is not kept
                     body.write(chunk)
-                    meter.feed(chunk)
                     if ex.truncated:
                         break
                 ex.decoded = meter.text()

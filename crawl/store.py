@@ -33,14 +33,32 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import brotli
 import orjson
 import zstandard
 from warcio.archiveiterator import ArchiveIterator
+from warcio.bufferedreaders import BufferedReader
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from . import __version__
 from .errors import CrawlError
+
+
+class _BrotliCompat:
+    """warcio 1.8 sets ``unused_data`` on brotli's Decompressor, which brotli >= 1.2
+    forbids, so ``warcio check`` and content_stream crash on ``br`` bodies.
+    This adapter is registered in its place when crawl.store is imported."""
+
+    def __init__(self) -> None:
+        self._d = brotli.Decompressor()
+        self.unused_data = None
+
+    def decompress(self, data: bytes) -> bytes:
+        return bytes(self._d.process(data))
+
+
+BufferedReader.DECOMPRESSORS["br"] = _BrotliCompat
 
 DEFAULT_MAX_SIZE = 1 << 30  # rotate WARC files at 1 GiB
 SPOOL_IN_MEMORY = 64 << 10  # bodies larger than this spill to a temp file
@@ -328,6 +346,31 @@ def _open_slice(path: Path, offset: int, length: int) -> io.BytesIO:
     return io.BytesIO(data)
 
 
+def _decoded_body(rec: Any, max_body: int) -> tuple[bytes, bool]:
+    """The record's body without transfer/content encoding, at most ``max_body`` bytes.
+
+    Decoded here with :class:`crawl.exchange.Meter` (bounded pieces), not
+    warcio's content_stream, which inflates a whole block at once and so
+    would let a stored compression bomb explode in a reader's memory.
+    """
+    from warcio.bufferedreaders import ChunkedDataReader
+
+    from .exchange import Bomb, Meter
+
+    h = rec.http_headers
+    raw = rec.raw_stream
+    if (h.get_header("Transfer-Encoding") or "").lower() == "chunked":
+        raw = ChunkedDataReader(raw)
+    meter = Meter(h.get_header("Content-Encoding") or "", max_body, float("inf"), keep=max_body)
+    cut = False
+    try:
+        while chunk := raw.read(1 << 16):
+            meter.feed(chunk)
+    except Bomb:
+        cut = True
+    return meter.text(), cut
+
+
 def read_response(warc_dir: Path, warc: dict[str, Any], *, max_body: int = 64 << 20) -> StoredResponse:
     """Read back the response a fetch result points to (``warc`` = {file, offset, length}).
 
@@ -344,14 +387,14 @@ def read_response(warc_dir: Path, warc: dict[str, Any], *, max_body: int = 64 <<
             if rec.rec_type not in ("response", "revisit") or rec.http_headers is None:
                 break
             h = rec.http_headers
-            body = b"" if rec.rec_type == "revisit" else rec.content_stream().read(max_body)
+            body, cut = (b"", False) if rec.rec_type == "revisit" else _decoded_body(rec, max_body)
             ctype = h.get_header("Content-Type") or ""
             return StoredResponse(
                 url=rec.rec_headers.get_header("WARC-Target-URI") or "",
                 status=int(h.get_statuscode() or 0), headers=list(h.headers), body=body,
                 content_type=ctype.split(";")[0].strip().lower(), record_type=rec.rec_type,
                 date=rec.rec_headers.get_header("WARC-Date") or "",
-                truncated=rec.rec_headers.get_header("WARC-Truncated"))
+                truncated=rec.rec_headers.get_header("WARC-Truncated") or ("length" if cut else None))
     except (OSError, ValueError, EOFError, zlib.error, zstandard.ZstdError) as exc:
         raise CrawlError(f"cannot read WARC record {warc}: {exc}") from exc
     raise CrawlError(f"no response record at {warc}; was the WARC file rewritten?")
@@ -402,6 +445,12 @@ def _iter_members(path: Path, compression: str) -> Iterator[tuple[int, int, byte
             pending = rest
 
 
+def _drain(rec: Any) -> None:
+    """Consume a record's raw block (no decoding: the digests cover raw bytes)."""
+    while rec.raw_stream.read(1 << 16):
+        pass
+
+
 def iter_records(path: Path) -> Iterator[tuple[int, int, Any]]:
     """(offset, length, record) for each record; raises EOFError on a torn tail."""
     name = path.name
@@ -409,13 +458,13 @@ def iter_records(path: Path) -> Iterator[tuple[int, int, Any]]:
         comp = "gzip" if name.endswith(".gz") else "zstd"
         for off, length, plain in _iter_members(path, comp):
             for rec in ArchiveIterator(io.BytesIO(plain)):
-                rec.content_stream().read()
+                _drain(rec)
                 yield off, length, rec
         return
     with open(path, "rb") as fh:
         it = ArchiveIterator(fh)
         for rec in it:
-            rec.content_stream().read()
+            _drain(rec)
             yield it.get_record_offset(), it.get_record_length() or 0, rec
 
 
