@@ -11,10 +11,11 @@ Policy (documented in README, "crawl parse"):
 
 - **drop** when the shape can only come from a generator: a path deeper
   than 15 segments, a path that repeats itself (``/a/b/a/b``, one segment
-  three times), a calendar page dated far outside the present.
+  three times), a calendar view dated outside the present's window.
 - **demote** (lower priority by one step) when the shape is often legitimate
   but also often a trap: more than 5 query parameters, a calendar view near
-  the present, a link more than 15 hops from its seed.
+  the present (10 years back, 1 ahead), a page number over 100
+  (``?page=101``), a link more than 15 hops from its seed.
 
 ``TrapPolicy.mode`` can turn every drop into a demote ("demote") or switch
 the heuristics off ("off").
@@ -42,9 +43,10 @@ class TrapPolicy:
     max_path_segments: int = 15
     max_query_params: int = 5
     max_depth: int = 15
+    max_page: int = 100
     year: int | None = None
-    years_back: int = 30
-    years_ahead: int = 2
+    years_back: int = 10
+    years_ahead: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +156,21 @@ def _query_params(u: UrlShape, p: TrapPolicy) -> Verdict | None:
     return None
 
 
+_PAGE_KEYS = frozenset({"page", "p", "pg", "paged", "pagenum", "page_no", "offset", "start"})
+
+
+def _deep_pagination(u: UrlShape, p: TrapPolicy) -> Verdict | None:
+    # "next page" links that never run out (faceted search, empty archives)
+    if not u.query:
+        return None
+    for part in u.query.split("&"):
+        key, _, value = part.partition("=")
+        if key.lower() in _PAGE_KEYS and value.isdigit() and len(value) < 12:
+            if int(value) > p.max_page:
+                return Verdict(f"page>{p.max_page}", DEMOTE)
+    return None
+
+
 def _link_depth(u: UrlShape, p: TrapPolicy) -> Verdict | None:
     if u.depth > p.max_depth:
         return Verdict(f"depth>{p.max_depth}", DEMOTE)
@@ -169,6 +186,7 @@ RULES: tuple[Rule, ...] = (
     _repeated_segments,
     _calendar,
     _query_params,
+    _deep_pagination,
     _link_depth,
 )
 

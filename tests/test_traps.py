@@ -26,8 +26,12 @@ P = TrapPolicy(year=2026)
         ("http://a.test/cal?event_date=", 1, "calendar", DEMOTE),
         ("http://a.test/cal/3001/01/", 1, "calendar-far", DROP),
         ("http://a.test/cal?month=1850-01", 1, "calendar-far", DROP),
+        ("http://a.test/calendar/2015/12/", 1, "calendar-far", DROP),
+        ("http://a.test/calendar/2028/01/", 1, "calendar-far", DROP),
         ("http://a.test/s?a=1&b=2&c=3&d=4&e=5&f=6", 1, "query-params>5", DEMOTE),
         ("http://a.test/page", 16, "depth>15", DEMOTE),
+        ("http://a.test/search?color=red&page=101", 1, "page>100", DEMOTE),
+        ("http://a.test/list?offset=5000", 1, "page>100", DEMOTE),
     ],
 )
 def test_rules_fire(url: str, depth: int, reason: str, action: str) -> None:
@@ -47,6 +51,8 @@ def test_rules_fire(url: str, depth: int, reason: str, action: str) -> None:
         "http://a.test/x?update=1&weekday=2",  # date-ish words inside other keys
         "http://a.test/" + "/".join(f"s{i}" for i in range(15)),
         "http://a.test/item/2024",  # a year without a month: a product number as often as not
+        "http://a.test/search?page=100",
+        "http://a.test/search?page=abc",
     ],
 )
 def test_ordinary_urls_pass(url: str) -> None:
