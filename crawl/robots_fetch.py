@@ -24,6 +24,7 @@ archived in the WARC next to the page.
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from dataclasses import dataclass, field
@@ -214,3 +215,49 @@ class RobotsFetcher:
         if 300 <= ex.status < 400:
             err = f"more than {MAX_HOPS} redirects (or a redirect without a usable Location)"
         return RobotsInfo(fixed, origin, "fetched", verdict, ex.status, error=err, hops=hops), exchanges, b""
+
+
+def fetch_robots_sync(
+    url: str,
+    *,
+    resolve_file: str | os.PathLike[str] | None = None,
+    resolve_fallback: bool = False,
+    allow_private: bool = False,
+    allow_cidrs: tuple[str, ...] = (),
+    user_agent: str | None = None,
+    crawl_dir: str | os.PathLike[str] | None = None,
+    limits: Limits | None = None,
+) -> RobotsInfo:
+    """The robots.txt that applies to ``url``, fetched live (``crawl robots`` live mode).
+
+    Same rules, DNS override and address policy as ``crawl fetch``. With
+    ``crawl_dir`` the crawl's robots cache is read and updated (so the answer
+    is the one the crawl would use); without it the file is always fetched.
+    Never raises for network trouble: an unreachable file is a verdict.
+    """
+    from .dns import AddressPolicy, Resolver, load_hosts
+    from .fetch import DEFAULT_USER_AGENT
+    from .netbackend import make_transport
+
+    overrides = load_hosts(resolve_file) if resolve_file else {}
+    policy = AddressPolicy.from_cidrs(allow_cidrs, allow_private)
+
+    async def main() -> RobotsInfo:
+        env = None
+        if crawl_dir is not None:
+            from .state import CrawlDir, open_env
+
+            env = open_env(CrawlDir(crawl_dir).fetchstate)
+        resolver = Resolver(overrides, fallback=resolve_file is None or resolve_fallback, env=env)
+        transport = make_transport(resolver, policy, max_connections=8, keepalive=2)
+        try:
+            rf = RobotsFetcher(transport, RobotsCache(env) if env is not None else None,
+                               user_agent=user_agent or DEFAULT_USER_AGENT, limits=limits)
+            info, exchanges = await rf.get(url)
+            for ex in exchanges:
+                ex.close()
+            return info
+        finally:
+            await transport.aclose()
+
+    return trio.run(main)
