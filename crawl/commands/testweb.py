@@ -62,7 +62,7 @@ def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: in
     \b
     Behaviours (--mix): plain near-dups mirror traps redirects busy slow
       reset endless huge gzip-bomb content-type charset;
-    robots variants: simple rules 404 500 timeout huge redirect.
+    robots variants: simple rules 404 500 timeout oversize redirect.
 
     \b
         crawl testweb serve --out web --hosts 40 --port 8080

@@ -46,14 +46,14 @@ def _a(link: Link) -> str:
     return f'<a href="{html.escape(link.href)}"{rel}>{html.escape(link.text)}</a>'
 
 
-def _article(spec: PageSpec, body_links: list[Link]) -> str:
+def _article(spec: PageSpec, src: int, body_links: list[Link]) -> str:
     """The article text, padded to the page's size, with links woven in."""
     parts: list[str] = []
     budget = max(600, spec.size - 1500)
     n_par = max(1, budget // 700)
     per_par = max(8, budget // n_par // 7)
     for p in range(n_par):
-        text = _words((spec.host, spec.k, p), per_par)
+        text = _words((src, spec.k, p), per_par)
         if p < len(body_links):
             text += " " + _a(body_links[p])
         parts.append(f"<p>{text}</p>")
@@ -94,7 +94,7 @@ def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> byte
         changing = (f'<p class="updated">Revision {version}: '
                     f"{_words(('rev', src, k, version), 40)}</p>")
     imgs = "".join(f'<img src="{html.escape(lk.href)}" alt="figure">' for lk in images)
-    article = _article(spec, body_links)
+    article = _article(spec, src, body_links)
     ad_key = (src, spec.path, variant if variant == "ref" else "")
     ad = "" if variant == "print" else f'<aside class="ad">{_words(("ad",) + ad_key, 25)}</aside>'
     footer = "" if variant == "print" else (
@@ -132,7 +132,7 @@ def robots_txt(web: Web, i: int, variant: str | None = None) -> bytes:
             + "User-agent: *\nDisallow: /\n\n"
             + sitemap
         ).encode()
-    if v == "huge":
+    if v == "oversize":
         lines = [head, "User-agent: *\n", "Disallow: /private/\n"]
         size = sum(map(len, lines))
         n = 0

@@ -26,7 +26,7 @@ PROFILES: tuple[tuple[str, str], ...] = (
     ("plain", "404"),
     ("plain", "500"),
     ("plain", "timeout"),
-    ("plain", "huge"),
+    ("plain", "oversize"),
     ("plain", "redirect"),
     ("near-dups", "simple"),
     ("mirror-origin", "simple"),
@@ -145,6 +145,7 @@ class Web:
         self._names: dict[str, int] | None = None
         self.host = functools.lru_cache(maxsize=65536)(self._host)
         self.page = functools.lru_cache(maxsize=65536)(self._page)
+        self.path = functools.lru_cache(maxsize=65536)(self._path)  # type: ignore[method-assign]
 
     # -- hosts ---------------------------------------------------------------
     def host_name(self, i: int) -> str:
@@ -215,12 +216,16 @@ class Web:
         return self.base(i) + path
 
     # -- pages ---------------------------------------------------------------
-    def path(self, k: int, host: int | None = None) -> str:
+    def path(self, k: int) -> str:
+        """The path of page ``k`` (the same on every host of a web)."""
+        return self._path(k)
+
+    def _path(self, k: int) -> str:
         if k == 0:
             return "/"
         section = SECTIONS[k % len(SECTIONS)]
-        r = _rng(self.config.seed, "slug", k)
-        slug = "-".join(r.choice(WORDS) for _ in range(2))
+        h = hashlib.blake2b(f"{self.config.seed}/slug/{k}".encode(), digest_size=2).digest()
+        slug = f"{WORDS[h[0] % len(WORDS)]}-{WORDS[h[1] % len(WORDS)]}"
         if section == "private" and k % 3 == 0:
             slug = "open-" + slug
         return f"/{section}/{slug}-{k}.html"
@@ -285,7 +290,7 @@ class Web:
         for _n in range(max(0, cfg.links - 1)):
             if cfg.hosts > 1 and r.random() < cfg.cross:
                 other = r.randrange(cfg.hosts - 1)
-                other += other >= i
+                other += other >= src
                 add(other, self.path(r.randrange(cfg.pages)))
             else:
                 rel = ("nofollow",) if r.random() < 0.08 else ()
@@ -293,11 +298,11 @@ class Web:
         if k == 0:
             for ep in self.entry_points(src):
                 add(src, ep, text="special", form="root")
-        add(src, f"/img/photo-{k}.png", tag="img")
         if k % 3 == 0:
             add(src, f"/files/report-{k}.pdf", text="report (PDF)")
         if k % 9 == 8:
             add(src, f"/gone/{k}.html", text="an old page")
+        add(src, f"/img/photo-{k}.png", tag="img")  # last: it follows the article
         return PageSpec(i, k, path, size, period, phase, meta, base_href, tuple(links))
 
     def version(self, spec: PageSpec, now: float) -> tuple[int, int]:
@@ -364,7 +369,7 @@ class Web:
                 ("disallow", "/*.pdf$"),
                 ("disallow", "/docs/*draft"),
             ], 2.0
-        if v in ("simple", "huge"):
+        if v in ("simple", "oversize"):
             return [("disallow", "/private/")], None
         if v == "redirect":
             return [("disallow", "/private/"), ("disallow", "/docs/")], None

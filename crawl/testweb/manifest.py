@@ -50,7 +50,7 @@ def host_record(web: Web, i: int) -> dict[str, Any]:
     }
     if h.robots == "redirect":
         robots["redirects"] = [web.url(i, "/robots-moved.txt"), web.url(i, "/policies/robots.txt")]
-    if h.robots == "huge":
+    if h.robots == "oversize":
         robots["ignored_after_bytes"] = ROBOTS_LIMIT
         robots["rules_beyond_limit"] = [["disallow", "/blog/"]]
     traps = []

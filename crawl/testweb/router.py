@@ -116,13 +116,13 @@ class Router:
             if host.behaviour == "near-dups" and query.startswith("ref="):
                 variant = "ref"
             return self._page(i, k, variant, req)
+        src = host.mirror_of if host.mirror_of is not None else i
         m = re.fullmatch(r"/img/photo-(\d+)\.png", path)
         if m and int(m.group(1)) < web.config.pages:
-            src = host.mirror_of if host.mirror_of is not None else i
             return _ok(content.png(f"{src}/{m.group(1)}"), "image/png")
         m = re.fullmatch(r"/files/report-(\d+)\.pdf", path)
         if m and int(m.group(1)) < web.config.pages and int(m.group(1)) % 3 == 0:
-            return _ok(content.pdf(f"Report {m.group(1)} of {web.host_name(i)}"), "application/pdf")
+            return _ok(content.pdf(f"Report {m.group(1)} of {web.host_name(src)}"), "application/pdf")
         special = getattr(self, "_" + host.behaviour.replace("-", "_"), None)
         if special is not None:
             resp = special(i, req, path, query)
