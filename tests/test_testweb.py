@@ -264,11 +264,10 @@ def test_near_duplicates(testweb: TestWeb) -> None:
 def test_exact_mirror_across_hosts(testweb: TestWeb) -> None:
     mirror = testweb.with_behaviour("mirror")[0]
     origin = testweb.hosts[mirror]["mirror_of"]
-    for k in range(3):
-        path = testweb.pages_of(origin)[k * 2]["path"]
-        a = testweb.get(testweb.url(origin, path))
-        b = testweb.get(testweb.url(mirror, path))
-        assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
+    for rec in testweb.pages_of(origin)[:12]:
+        a = testweb.get(testweb.url(origin, rec["path"]))
+        b = testweb.get(testweb.url(mirror, rec["path"]))
+        assert a.content == b.content and a.headers.get("etag") == b.headers.get("etag")
     rec = testweb.pages[testweb.url(mirror, "/")]
     assert rec["duplicate_of"] == testweb.url(origin, "/")
 
