@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -440,10 +441,31 @@ async def open_fetcher(
 
 def run_fetch(source: Source, sink: Sink, report: Report, crawl_dir: CrawlDir, cfg: FetchConfig,
               **opts: Any) -> None:
-    """Blocking entry point for ``crawl fetch``: one trio run over the whole input."""
+    """Blocking entry point for ``crawl fetch``: one trio run over the whole input.
+
+    SIGINT/SIGTERM cancel the run; a WARC group being written is finished
+    (its thread is not abandoned) and KeyboardInterrupt is raised afterwards,
+    which the command boundary turns into exit status 130.
+    """
+    interrupted = False
 
     async def main() -> None:
+        nonlocal interrupted
         async with open_fetcher(crawl_dir, cfg, **opts) as (fetcher, writer):
-            await fetch_all(source, sink, fetcher, writer, report)
+            async with trio.open_nursery() as nursery:
+
+                async def watch() -> None:
+                    nonlocal interrupted
+                    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
+                        async for _ in sigs:
+                            interrupted = True
+                            nursery.cancel_scope.cancel()
+                            return
+
+                nursery.start_soon(watch)
+                await fetch_all(source, sink, fetcher, writer, report)
+                nursery.cancel_scope.cancel()
 
     trio.run(main)
+    if interrupted:
+        raise KeyboardInterrupt

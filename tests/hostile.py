@@ -141,6 +141,9 @@ class Handler(socketserver.BaseRequestHandler):
         elif path == "/slow-headers":
             time.sleep(self.server.delay)
             send(_resp("200 OK", [("Content-Type", "text/html")], HTML))
+        elif path.startswith("/slowish"):  # a normal page that takes 0.2 s
+            time.sleep(0.2)
+            send(_resp("200 OK", [("Content-Type", "text/html")], HTML + path.encode() * 200))
         elif path == "/trickle":
             send(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n")
             for _ in range(100000):
