@@ -1,0 +1,344 @@
+"""robots.txt rules: parse once, answer "may this agent fetch this URL?" fast.
+
+RFC 9309 (the Robots Exclusion Protocol) in three public names plus the
+status table:
+
+    robots = parse(body)                       # never raises on content
+    robots.allowed("https://h/private", "crawl")   # -> bool
+    robots.decide("/private", "crawl")         # -> Decision(allowed, rule, line, group)
+    robots.crawl_delay("crawl"), robots.sitemaps
+    for_status(503)                            # -> DISALLOW_ALL (section 2.3.1.4)
+
+Parsing (crawl.robots_parse) and matching (here) are separate, as in
+google/robotstxt, but the result is an immutable value rather than a
+stateful matcher, so one parsed file can be shared by every fetch task.
+
+Matching is on the hot path of every fetch, so each pattern is compiled
+once: a wildcard-free pattern is a ``startswith`` (or ``==`` with ``$``),
+and a pattern with ``*`` becomes a linear-time chain of ``str.find`` calls
+(no regular expressions: robots.txt is untrusted input). Rules are
+sorted by specificity once, so a decision stops at the first match. The
+group chosen for an agent is cached per agent string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .robots_parse import MAX_BYTES, RawGroup, RawRule, agent_token, parse_text
+
+__all__ = [
+    "ALLOW_ALL",
+    "DISALLOW_ALL",
+    "MAX_BYTES",
+    "Decision",
+    "Robots",
+    "Rule",
+    "for_status",
+    "normalize",
+    "parse",
+    "path_of",
+]
+
+_HEX = "0123456789ABCDEF"
+_HEXSET = frozenset("0123456789abcdefABCDEF")
+
+
+def _norm_bytes(data: bytes) -> str:
+    out: list[str] = []
+    i, n = 0, len(data)
+    while i < n:
+        b = data[i]
+        if b == 0x25:  # "%"
+            h = data[i + 1 : i + 3]
+            if len(h) == 2 and chr(h[0]) in _HEXSET and chr(h[1]) in _HEXSET:
+                v = int(h, 16)
+                # Decode printable ASCII except "%" itself; keep the rest encoded.
+                if 0x21 <= v <= 0x7E and v != 0x25:
+                    out.append(chr(v))
+                else:
+                    out.append("%" + _HEX[v >> 4] + _HEX[v & 15])
+                i += 3
+                continue
+            out.append("%25")
+        elif 0x21 <= b <= 0x7E:
+            out.append(chr(b))
+        else:
+            out.append("%" + _HEX[b >> 4] + _HEX[b & 15])
+        i += 1
+    return "".join(out)
+
+
+def normalize(text: str) -> str:
+    """Bring a path or a pattern segment to one canonical spelling.
+
+    RFC 9309 section 2.2.2: octets outside US-ASCII are compared in their
+    percent-encoded form, and encoded US-ASCII characters are compared
+    unencoded; hex digits are upper-cased. "%" itself stays encoded so the
+    result can be compared as plain text on both sides.
+    """
+    if text.isascii() and "%" not in text and text.isprintable() and " " not in text:
+        return text  # the common case: nothing to do
+    return _norm_bytes(text.encode("utf-8", "surrogateescape"))
+
+
+def path_of(url: str) -> str:
+    """The path, params and query of a URL, as robots.txt rules see it.
+
+    A port of google/robotstxt's GetPathParamsQuery: the fragment is dropped,
+    a missing path is "/", and a bare path or "?query" is accepted too.
+    """
+    start = 2 if url.startswith("//") else 0
+    early = _find_any(url, "/?;", start)
+    proto = url.find("://", start)
+    if proto < 0 or (early >= 0 and early < proto):
+        proto = start
+    else:
+        proto += 3
+    path_start = _find_any(url, "/?;", proto)
+    if path_start < 0:
+        return "/"
+    hash_at = url.find("#", start)
+    if 0 <= hash_at < path_start:
+        return "/"
+    end = len(url) if hash_at < 0 else hash_at
+    path = url[path_start:end]
+    return path if path.startswith("/") else "/" + path
+
+
+def _find_any(s: str, chars: str, start: int) -> int:
+    found = [i for i in (s.find(c, start) for c in chars) if i >= 0]
+    return min(found) if found else -1
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One compiled allow/disallow rule."""
+
+    allow: bool
+    pattern: str  # as written in the file
+    line: int | None
+    priority: int  # octets of the normalised pattern (RFC 9309 section 2.2.2)
+    match: Callable[[str], bool]
+
+    @property
+    def text(self) -> str:
+        return f"{'Allow' if self.allow else 'Disallow'}: {self.pattern}"
+
+
+def compile_rule(allow: bool, pattern: str, line: int | None) -> Rule | None:
+    """Compile a pattern; None for an empty one (it matches nothing).
+
+    "*" matches any run of characters and a final "$" anchors the end
+    (section 2.2.3); "%2A" and "%24" are the literal characters. A pattern
+    not starting with "/" or "*" gets a "/" in front, as lenient parsers do.
+    """
+    if not pattern:
+        return None
+    anchored = pattern.endswith("$")
+    body = pattern[:-1] if anchored else pattern
+    parts = [normalize(p) for p in body.split("*")]
+    if not body.startswith(("/", "*")):
+        parts[0] = "/" + parts[0]
+    priority = sum(map(len, parts)) + len(parts) - 1 + anchored
+    if len(parts) == 1:
+        lit = parts[0]
+        fn: Callable[[str], bool] = lit.__eq__ if anchored else _startswith(lit)
+    else:
+        fn = _glob(parts, anchored)
+    return Rule(allow, pattern, line, priority, fn)
+
+
+def _startswith(lit: str) -> Callable[[str], bool]:
+    def match(path: str) -> bool:
+        return path.startswith(lit)
+
+    return match
+
+
+def _glob(parts: list[str], anchored: bool) -> Callable[[str], bool]:
+    """Match literal parts separated by "*" in linear time.
+
+    Not a regular expression: a hostile "a*a*a*...b" pattern would make a
+    backtracking engine take exponential time. Placing each middle part at
+    its leftmost occurrence is optimal for "*"-only patterns, so one
+    ``str.find`` per part decides.
+    """
+    first, mids, last = parts[0], tuple(parts[1:-1]), parts[-1]
+
+    def match(path: str) -> bool:
+        if not path.startswith(first):
+            return False
+        pos = len(first)
+        for seg in mids:
+            at = path.find(seg, pos)
+            if at < 0:
+                return False
+            pos = at + len(seg)
+        if anchored:
+            return len(path) - len(last) >= pos and path.endswith(last)
+        return path.find(last, pos) >= 0
+
+    return match
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Why a URL is allowed or not.
+
+    rule is the deciding line as "Allow: /x" / "Disallow: /x" (None when no
+    rule matched: allowed by default); line is its 1-based line number;
+    group names the user-agent group that applied ("*" for the wildcard
+    group, "" when no group applied).
+    """
+
+    allowed: bool
+    rule: str | None
+    line: int | None
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    name: str
+    rules: tuple[Rule, ...]  # most specific first; allow before disallow on a tie
+    crawl_delay: float | None
+    request_rate: tuple[int, float] | None
+
+
+_NO_GROUP = _Group("", (), None, None)
+
+
+def _merge(name: str, groups: list[RawGroup]) -> _Group:
+    """Combine all groups naming the agent into one (section 2.2.1)."""
+    rules: list[Rule] = []
+    for g in groups:
+        for r in g.rules:
+            c = compile_rule(r.allow, r.value, r.line or None)
+            if c is not None:
+                rules.append(c)
+    rules.sort(key=lambda r: (-r.priority, not r.allow))
+    delay = next((g.crawl_delay for g in groups if g.crawl_delay is not None), None)
+    rate = next((g.request_rate for g in groups if g.request_rate is not None), None)
+    return _Group(name, tuple(rules), delay, rate)
+
+
+class Robots:
+    """A parsed robots.txt: an immutable value, safe to share and cache.
+
+    Build one with :func:`parse` (or use ALLOW_ALL / DISALLOW_ALL).
+    """
+
+    __slots__ = ("_groups", "_by_agent", "sitemaps", "truncated", "size", "note")
+
+    def __init__(
+        self,
+        groups: list[RawGroup],
+        sitemaps: tuple[str, ...] = (),
+        truncated: bool = False,
+        size: int = 0,
+        note: str = "",
+    ) -> None:
+        self._groups = tuple(groups)
+        self._by_agent: dict[str, _Group] = {}
+        self.sitemaps: tuple[str, ...] = sitemaps
+        self.truncated = truncated  # the body was longer than MAX_BYTES
+        self.size = size  # bytes received
+        self.note = note  # why this value exists, e.g. "robots.txt returned 503"
+
+    def __repr__(self) -> str:
+        return f"<Robots {len(self._groups)} group(s), {len(self.sitemaps)} sitemap(s)>"
+
+    def agents(self) -> tuple[str, ...]:
+        """Product tokens named by the file's groups, in file order."""
+        return tuple(dict.fromkeys(a for g in self._groups for a in g.agents if a))
+
+    def _group(self, agent: str) -> _Group:
+        got = self._by_agent.get(agent)
+        if got is not None:
+            return got
+        token = agent_token(agent)
+        mine = [g for g in self._groups if token and token != "*" and token in g.agents]
+        if mine:
+            got = _merge(token, mine)
+        else:
+            star = [g for g in self._groups if "*" in g.agents]
+            got = _merge("*", star) if star else _NO_GROUP
+        if len(self._by_agent) < 64:  # agents are few; bound it anyway
+            self._by_agent[agent] = got
+        return got
+
+    def decide(self, url_or_path: str, agent: str) -> Decision:
+        """Decide one URL (or path) for one agent, with the rule that did it.
+
+        RFC 9309 section 2.2.2: the longest (most specific) matching rule
+        wins, and Allow wins a tie; with no matching rule the URL is allowed.
+        """
+        group = self._group(agent)
+        path = normalize(path_of(url_or_path))
+        if path == "/robots.txt":  # section 2.2.2: implicitly allowed
+            return Decision(True, None, None, group.name)
+        for rule in group.rules:
+            if rule.match(path):
+                return Decision(rule.allow, rule.text, rule.line, group.name)
+        return Decision(True, None, None, group.name)
+
+    def allowed(self, url_or_path: str, agent: str) -> bool:
+        """May ``agent`` (a product token or full User-Agent) fetch this URL?"""
+        group = self._group(agent)
+        if not group.rules:
+            return True
+        path = normalize(path_of(url_or_path))
+        for rule in group.rules:
+            if rule.match(path):
+                return rule.allow or path == "/robots.txt"
+        return True
+
+    def crawl_delay(self, agent: str) -> float | None:
+        """Seconds between requests asked by the agent's group, if any.
+
+        Crawl-delay is not part of RFC 9309; it is honoured as a hint.
+        """
+        return self._group(agent).crawl_delay
+
+    def request_rate(self, agent: str) -> tuple[int, float] | None:
+        """(requests, seconds) from a Request-rate line, if any (non-standard)."""
+        return self._group(agent).request_rate
+
+
+def parse(body: bytes | str, limit: int = MAX_BYTES) -> Robots:
+    """Parse a robots.txt body; never raises on content.
+
+    At most ``limit`` bytes are read (RFC 9309 section 2.5: at least 500 KiB
+    must be parsed; the rest is ignored).
+    """
+    p = parse_text(body, limit)
+    return Robots(p.groups, tuple(p.sitemaps), p.truncated, p.size)
+
+
+ALLOW_ALL = Robots([], note="no usable robots.txt: everything allowed")
+DISALLOW_ALL = Robots(
+    [RawGroup(agents=["*"], agent_lines=["*"], rules=[RawRule(False, "/", 0)])],
+    note="robots.txt unreachable: everything disallowed",
+)
+
+
+def for_status(status: int) -> Robots | None:
+    """What a robots.txt HTTP status means before any body is read.
+
+    RFC 9309 section 2.3.1: 2xx -> None ("parse the body"); 4xx
+    ("unavailable") -> ALLOW_ALL; 5xx ("unreachable") -> DISALLOW_ALL.
+    A 3xx seen here means the redirects ran out (more than five hops,
+    section 2.3.1.2), which the RFC lets us treat as unavailable.
+    Deviations, both toward politeness: 429 Too Many Requests is the server
+    asking us to slow down, so it counts as unreachable (as Google does);
+    a status outside 100-599 is unreachable too.
+    """
+    if 200 <= status < 300:
+        return None
+    if status == 429:
+        return DISALLOW_ALL
+    if 300 <= status < 500:
+        return ALLOW_ALL
+    return DISALLOW_ALL

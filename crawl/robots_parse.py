@@ -1,0 +1,207 @@
+"""robots.txt text -> groups of rules (RFC 9309 section 2), leniently.
+
+The parsing half of the robots.txt support, kept apart from matching as
+google/robotstxt keeps ``ParseRobotsTxt`` apart from ``RobotsMatcher``:
+this module turns bytes into plain data (groups, rules, sitemaps) and
+never raises on content; :mod:`crawl.robots` compiles and matches it.
+
+Leniency follows Google's reference parser (the de facto standard the RFC
+was written from): a byte order mark is skipped, CR, LF and CRLF all end a
+line, a missing colon is tolerated when the line is exactly ``key value``,
+common misspellings of the directives are accepted, and invalid UTF-8 is
+kept as the raw bytes (percent-encoded when matched).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# RFC 9309 section 2.5: "the parsing limit MUST be at least 500 kibibytes".
+MAX_BYTES = 500 * 1024
+
+_LINE_SPLIT = re.compile(r"\r\n|\r|\n")
+# RFC 9309 section 2.2.1: the product token is letters, "_" and "-".
+_TOKEN = re.compile(r"[A-Za-z_-]*")
+
+# Directive spellings, matched case-insensitively as prefixes of the key
+# (as google/robotstxt does, so "Disallowed:" still disallows).
+_USER_AGENT = ("user-agent", "useragent", "user agent")
+_ALLOW = ("allow",)
+_DISALLOW = ("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw")
+_SITEMAP = ("sitemap", "site-map")
+_CRAWL_DELAY = ("crawl-delay", "crawl_delay", "crawldelay", "crawl delay")
+_REQUEST_RATE = ("request-rate", "request_rate", "requestrate", "request rate")
+
+
+@dataclass(frozen=True, slots=True)
+class RawRule:
+    """One allow/disallow line as written, with its 1-based line number."""
+
+    allow: bool
+    value: str
+    line: int
+
+
+@dataclass(slots=True)
+class RawGroup:
+    """A group (RFC 9309 section 2.1): user-agent lines, then their rules.
+
+    ``agents`` holds lowercase product tokens; ``"*"`` is the wildcard.
+    """
+
+    agents: list[str] = field(default_factory=list)
+    agent_lines: list[str] = field(default_factory=list)
+    rules: list[RawRule] = field(default_factory=list)
+    crawl_delay: float | None = None
+    request_rate: tuple[int, float] | None = None
+    line: int = 0
+
+
+@dataclass(slots=True)
+class Parsed:
+    groups: list[RawGroup]
+    sitemaps: list[str]
+    truncated: bool
+    size: int
+
+
+def to_bytes(body: bytes | str) -> bytes:
+    """The body as bytes; a str keeps any smuggled raw bytes (surrogates)."""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, bytearray | memoryview):
+        return bytes(body)
+    try:
+        return body.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return body.encode("utf-8", "replace")
+
+
+def _strip_bom(data: bytes) -> bytes:
+    # google/robotstxt skips a BOM, even a truncated prefix of one.
+    for bom in (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef"):
+        if data.startswith(bom):
+            return data[len(bom):]
+    return data
+
+
+def split_lines(body: bytes | str, limit: int = MAX_BYTES) -> tuple[list[str], bool, int]:
+    """Decode, truncate at ``limit`` bytes and split into lines.
+
+    Returns (lines, truncated, size). When the body is cut, the partial last
+    line is dropped: half a rule could widen what an Allow allows.
+    """
+    data = to_bytes(body)
+    size = len(data)
+    truncated = size > limit
+    if truncated:
+        data = data[:limit]
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        data = data[: cut + 1] if cut >= 0 else b""
+    data = _strip_bom(data)
+    text = data.decode("utf-8", "surrogateescape")
+    return _LINE_SPLIT.split(text), truncated, size
+
+
+def key_value(line: str) -> tuple[str, str] | None:
+    """Split one line into (lowercase key, value), or None if it has none."""
+    hash_at = line.find("#")
+    if hash_at >= 0:
+        line = line[:hash_at]
+    line = line.strip()
+    if not line:
+        return None
+    sep = line.find(":")
+    if sep < 0:
+        # Tolerate a missing colon only in "key value" (exactly two words).
+        parts = line.split()
+        if len(parts) != 2:
+            return None
+        return parts[0].lower(), parts[1]
+    key = line[:sep].strip().lower()
+    if not key:
+        return None
+    return key, line[sep + 1 :].strip()
+
+
+def _is(key: str, names: tuple[str, ...]) -> bool:
+    return key.startswith(names)
+
+
+def agent_token(value: str) -> str:
+    """The product token a user-agent line names ("*" for the wildcard).
+
+    RFC 9309 section 2.2.1: matching is on the product token, the leading
+    run of letters, "_" and "-" ("Googlebot/2.1" names "googlebot").
+    """
+    value = value.strip()
+    if value.startswith("*") and (len(value) == 1 or value[1].isspace()):
+        return "*"
+    m = _TOKEN.match(value)
+    return m.group(0).lower() if m else ""
+
+
+def parse_delay(value: str) -> float | None:
+    try:
+        delay = float(value.strip().rstrip("sS"))
+    except ValueError:
+        return None
+    if delay != delay or delay < 0 or delay == float("inf"):
+        return None
+    return delay
+
+
+_RATE = re.compile(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
+_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_rate(value: str) -> tuple[int, float] | None:
+    m = _RATE.match(value)
+    if not m:
+        return None
+    n, secs = int(m.group(1)), float(m.group(2)) * _UNIT[m.group(3).lower()]
+    return (n, secs) if n > 0 and secs > 0 else None
+
+
+def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
+    """Group the lines of a robots.txt (RFC 9309 section 2.1).
+
+    A group is one or more user-agent lines followed by rules. Only an
+    allow or disallow line ends the run of user-agent lines, so an unknown
+    line between two user-agent lines does not split the group (section
+    2.2.4). Rules before the first user-agent line belong to no group and
+    are ignored; sitemap lines belong to the file, not a group.
+    """
+    lines, truncated, size = split_lines(body, limit)
+    groups: list[RawGroup] = []
+    sitemaps: list[str] = []
+    current: RawGroup | None = None
+    in_agents = False
+    for lineno, raw in enumerate(lines, 1):
+        kv = key_value(raw)
+        if kv is None:
+            continue
+        key, value = kv
+        if _is(key, _USER_AGENT):
+            if current is None or not in_agents:
+                current = RawGroup(line=lineno)
+                groups.append(current)
+                in_agents = True
+            current.agents.append(agent_token(value))
+            current.agent_lines.append(value)
+        elif _is(key, _DISALLOW) or _is(key, _ALLOW):
+            if current is None:
+                continue
+            in_agents = False
+            current.rules.append(RawRule(not _is(key, _DISALLOW), value, lineno))
+        elif _is(key, _SITEMAP):
+            if value:
+                sitemaps.append(value)
+        elif _is(key, _CRAWL_DELAY):
+            if current is not None and current.crawl_delay is None:
+                current.crawl_delay = parse_delay(value)
+        elif _is(key, _REQUEST_RATE):
+            if current is not None and current.request_rate is None:
+                current.request_rate = parse_rate(value)
+    return Parsed(groups, sitemaps, truncated, size)
