@@ -24,6 +24,7 @@ archived in the WARC next to the page.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import time
@@ -111,6 +112,13 @@ def _info_from(entry: dict[str, Any], body: bytes, origin: str, source: str) -> 
                       entry.get("fetched_at", 0.0), entry.get("error", ""))
 
 
+async def _info_async(entry: dict[str, Any], body: bytes, origin: str, source: str) -> RobotsInfo:
+    """As :func:`_info_from`; a big file is parsed in a thread so the event loop keeps going."""
+    if len(body) > 32 << 10:
+        return await trio.to_thread.run_sync(_info_from, entry, body, origin, source)
+    return _info_from(entry, body, origin, source)
+
+
 class RobotsFetcher:
     """Answer "which robots.txt applies to this URL" from the cache or the host."""
 
@@ -133,6 +141,7 @@ class RobotsFetcher:
         self.unreachable_ttl = unreachable_ttl
         self.clock = clock
         self._locks: dict[str, trio.Lock] = {}
+        self._parsed: dict[str, tuple[float, RobotsInfo]] = {}
         self.fetches = 0
 
     async def get(self, url: str) -> tuple[RobotsInfo, list[Exchange]]:
@@ -148,9 +157,14 @@ class RobotsFetcher:
 
     async def _get(self, origin: str) -> tuple[RobotsInfo, list[Exchange]]:
         now = float(self.clock())
+        hot = self._parsed.get(origin)
+        if hot is not None and hot[0] > now:
+            return hot[1], []
         cached = self.cache.get(origin) if self.cache else None
         if cached and cached[0]["expires"] > now:
-            return _info_from(cached[0], cached[1], origin, "cache"), []
+            info = await _info_async(cached[0], cached[1], origin, "cache")
+            self._remember(origin, cached[0]["expires"], info)
+            return info, []
         info, exchanges, body = await self.fetch(origin)
         entry: dict[str, Any] = {"verdict": info.verdict, "status": info.status,
                                  "fetched_at": now, "error": info.error}
@@ -164,8 +178,9 @@ class RobotsFetcher:
                             last_error=info.error, last_status=info.status)
                 if self.cache:
                     self.cache.put(origin, good, cached[1])
-                stale = _info_from(good, cached[1], origin, "stale")
+                stale = await _info_async(good, cached[1], origin, "stale")
                 stale.error = info.error
+                self._remember(origin, good["expires"], stale)
                 return stale, exchanges
             if now - since > GIVE_UP_UNREACHABLE:
                 entry["verdict"] = "unavailable"  # 2.3.1.4: unreachable for 30 days
@@ -176,7 +191,15 @@ class RobotsFetcher:
         if self.cache:
             self.cache.put(origin, entry, body)
         info.fetched_at = now
+        self._remember(origin, entry["expires"], info)
         return info, exchanges
+
+    def _remember(self, origin: str, expires: float, info: RobotsInfo) -> None:
+        """Parsed copies in memory (bounded), so a host's leases do not re-parse
+        a 500 KiB file each time; LMDB stays the durable copy."""
+        self._parsed[origin] = (expires, dataclasses.replace(info, source="cache", hops=[]))
+        while len(self._parsed) > 4096:
+            self._parsed.pop(next(iter(self._parsed)))
 
     async def fetch(self, origin: str) -> tuple[RobotsInfo, list[Exchange], bytes]:
         """Fetch ``origin/robots.txt`` now (no cache), following up to 5 redirects."""
@@ -208,7 +231,8 @@ class RobotsFetcher:
         fixed = robots_mod.for_status(ex.status)
         if fixed is None:
             body = ex.decoded
-            rob = robots_mod.parse(body)
+            rob = (await trio.to_thread.run_sync(robots_mod.parse, body)) if len(body) > 32 << 10 \
+                else robots_mod.parse(body)
             return RobotsInfo(rob, origin, "fetched", "parsed", ex.status, hops=hops), exchanges, body
         verdict = "unavailable" if fixed is robots_mod.ALLOW_ALL else "unreachable"
         err = f"robots.txt returned {ex.status}"

@@ -1,0 +1,72 @@
+"""The fetcher against the bundled test web: every page of it, checked against its manifest."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from crawl import cdxj, records, store
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fetchutil import run_batch  # noqa: E402
+
+
+def test_whole_test_web_against_the_manifest(testweb: Any, tmp_path: Path) -> None:
+    hosts_text = testweb.hosts_file.read_text()
+    # robots files and media are covered elsewhere; keep one image per host
+    urls = sorted(u for u, p in testweb.pages.items() if "robots" not in p["path"]
+                  and not p["path"].endswith((".png", ".pdf")) or p["path"].endswith("photo-0.png"))
+    res = {r["url"]: r for r in run_batch(tmp_path / "D", urls, hosts_text, concurrency=64)}
+    assert set(res) == set(urls)
+    warc = tmp_path / "D" / "warc"
+    checked = 0
+    for url, page in testweb.pages.items():
+        if url not in res:
+            continue
+        r = res[url]
+        host = testweb.hosts[page["host"]]
+        robots = host["robots"]
+        assert r["outcome"] in records.OUTCOMES
+        assert r["ip"] == host["address"]  # the override's address, in the result
+        if robots["variant"] in ("500", "timeout"):
+            assert r["outcome"] == "robots-disallowed", (url, r)
+            assert r["robots"]["verdict"] == "unreachable"
+            continue
+        if page.get("disallowed"):
+            assert r["outcome"] == "robots-disallowed", (url, r)
+            continue
+        if page.get("behaviour") or host["behaviour"] in ("slow", "busy", "reset", "redirects"):
+            continue  # covered by the hostile-server tests; outcomes vary with timing
+        ctype = (page.get("content_type") or "").split(";")[0]
+        if page["status"] == 200 and ctype == "text/html":
+            assert r["outcome"] == "ok", (url, r)
+            if checked < 40:  # byte-exact against a direct request to the server
+                direct = testweb.get(url)
+                assert store.read_response(warc, r["warc"]).body == direct.content
+                checked += 1
+        elif page["status"] == 200 and ctype in ("image/png", "application/pdf"):
+            assert r["outcome"] == "skipped-content-type", (url, r)
+        elif 300 <= page["status"] < 400:
+            assert r["outcome"] == "redirect" and r["location"], (url, r)
+        elif page["status"] >= 400:
+            assert r["outcome"] == "http-error", (url, r)
+    assert checked >= 20
+    # oversize robots.txt (> 500 KiB) is still parsed and obeyed
+    big = [p["url"] for h in testweb.with_behaviour("oversize") for p in testweb.pages_of(h)
+           if p.get("disallowed") and p["url"] in res]
+    assert big and all(res[u]["outcome"] == "robots-disallowed" for u in big)
+    _, n = cdxj.build(warc)
+    assert n >= sum(1 for r in res.values() if "warc" in r)
+
+
+def test_bomb_huge_and_endless_pages_of_the_test_web(testweb: Any, tmp_path: Path) -> None:
+    urls = []
+    for b in ("huge", "gzip-bomb", "endless"):
+        for h in testweb.with_behaviour(b):
+            urls += [p["url"] for p in testweb.pages_of(h) if p.get("behaviour")]
+    assert urls
+    res = run_batch(tmp_path / "D", urls, testweb.hosts_file.read_text())
+    for r in res:
+        assert r["outcome"] in ("too-large", "timeout"), r
+        assert r.get("truncated") or r["outcome"] == "timeout"
