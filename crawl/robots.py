@@ -23,10 +23,11 @@ group chosen for an agent is cached per agent string.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .robots_parse import MAX_BYTES, RawGroup, RawRule, agent_token, parse_text
+from .robots_parse import MAX_BYTES, RawGroup, RawRule, agent_tokens, parse_text
 
 __all__ = [
     "ALLOW_ALL",
@@ -42,45 +43,63 @@ __all__ = [
 ]
 
 _HEX = "0123456789ABCDEF"
-_HEXSET = frozenset("0123456789abcdefABCDEF")
+_HEXSET = frozenset(b"0123456789abcdefABCDEF")
+# RFC 3986 unreserved characters: their encoded and plain forms are the same.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# Inside a query ":", "/", "?" and "@" delimit nothing, so "%3A" == ":" there
+# (RFC 9309 section 2.2.2, figure 4, second row). In the path "%2F" != "/".
+_QUERY_PLAIN = frozenset(b":/?@")
+# Characters a URL never carries unencoded (RFC 3986 excludes them).
+_ALWAYS_ENCODE = frozenset(b'"<>\\^`{|}')
+# Anything outside plain printable ASCII, or one of "% * $" and the above.
+_NEEDS_WORK = re.compile(r'[^\x21-\x7e]|[%*$"<>\\^`{|}]')
 
 
-def _norm_bytes(data: bytes) -> str:
+def _pct(b: int) -> str:
+    return "%" + _HEX[b >> 4] + _HEX[b & 15]
+
+
+def _canon(data: bytes, pattern: bool) -> str:
     out: list[str] = []
+    in_query = False
     i, n = 0, len(data)
     while i < n:
         b = data[i]
         if b == 0x25:  # "%"
-            h = data[i + 1 : i + 3]
-            if len(h) == 2 and chr(h[0]) in _HEXSET and chr(h[1]) in _HEXSET:
-                v = int(h, 16)
-                # Decode printable ASCII except "%" itself; keep the rest encoded.
-                if 0x21 <= v <= 0x7E and v != 0x25:
+            if i + 2 < n and data[i + 1] in _HEXSET and data[i + 2] in _HEXSET:
+                v = int(data[i + 1 : i + 3], 16)
+                if v in _UNRESERVED or (in_query and v in _QUERY_PLAIN):
                     out.append(chr(v))
                 else:
-                    out.append("%" + _HEX[v >> 4] + _HEX[v & 15])
+                    out.append(_pct(v))
                 i += 3
                 continue
             out.append("%25")
-        elif 0x21 <= b <= 0x7E:
+        elif b == 0x2A and pattern:
+            out.append("*")  # the wildcard; a literal "*" is "%2A"
+        elif 0x21 <= b <= 0x7E and b not in _ALWAYS_ENCODE and b != 0x2A and b != 0x24:
             out.append(chr(b))
+            if b == 0x3F:
+                in_query = True
         else:
-            out.append("%" + _HEX[b >> 4] + _HEX[b & 15])
+            out.append(_pct(b))
         i += 1
     return "".join(out)
 
 
-def normalize(text: str) -> str:
-    """Bring a path or a pattern segment to one canonical spelling.
+def normalize(text: str, pattern: bool = False) -> str:
+    """Bring a path (or a rule pattern) to one canonical spelling.
 
-    RFC 9309 section 2.2.2: octets outside US-ASCII are compared in their
-    percent-encoded form, and encoded US-ASCII characters are compared
-    unencoded; hex digits are upper-cased. "%" itself stays encoded so the
-    result can be compared as plain text on both sides.
+    RFC 9309 section 2.2.2 compares paths after percent-encoding octets
+    outside US-ASCII and decoding encoded unreserved characters; we also
+    upper-case hex digits, encode characters a URL may not carry plainly,
+    and spell a literal "*" or "$" as "%2A" / "%24" (section 2.2.3), so
+    both sides can be compared as plain text. With ``pattern`` a raw "*"
+    stays the wildcard.
     """
-    if text.isascii() and "%" not in text and text.isprintable() and " " not in text:
+    if text.isascii() and not _NEEDS_WORK.search(text):
         return text  # the common case: nothing to do
-    return _norm_bytes(text.encode("utf-8", "surrogateescape"))
+    return _canon(text.encode("utf-8", "surrogateescape"), pattern)
 
 
 def path_of(url: str) -> str:
@@ -133,15 +152,17 @@ def compile_rule(allow: bool, pattern: str, line: int | None) -> Rule | None:
     "*" matches any run of characters and a final "$" anchors the end
     (section 2.2.3); "%2A" and "%24" are the literal characters. A pattern
     not starting with "/" or "*" gets a "/" in front, as lenient parsers do.
+    The priority is the length of the normalised pattern in octets, so the
+    same rule weighs the same however it was percent-encoded.
     """
     if not pattern:
         return None
     anchored = pattern.endswith("$")
-    body = pattern[:-1] if anchored else pattern
-    parts = [normalize(p) for p in body.split("*")]
+    body = normalize(pattern[:-1] if anchored else pattern, pattern=True)
     if not body.startswith(("/", "*")):
-        parts[0] = "/" + parts[0]
-    priority = sum(map(len, parts)) + len(parts) - 1 + anchored
+        body = "/" + body
+    parts = body.split("*")
+    priority = len(body) + anchored
     if len(parts) == 1:
         lit = parts[0]
         fn: Callable[[str], bool] = lit.__eq__ if anchored else _startswith(lit)
@@ -258,11 +279,13 @@ class Robots:
         got = self._by_agent.get(agent)
         if got is not None:
             return got
-        token = agent_token(agent)
-        mine = [g for g in self._groups if token and token != "*" and token in g.agents]
-        if mine:
-            got = _merge(token, mine)
-        else:
+        got = None
+        for token in agent_tokens(agent):
+            mine = [g for g in self._groups if token != "*" and token in g.agents]
+            if mine:
+                got = _merge(token, mine)
+                break
+        if got is None:
             star = [g for g in self._groups if "*" in g.agents]
             got = _merge("*", star) if star else _NO_GROUP
         if len(self._by_agent) < 64:  # agents are few; bound it anyway

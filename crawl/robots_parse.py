@@ -22,7 +22,7 @@ MAX_BYTES = 500 * 1024
 
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
 # RFC 9309 section 2.2.1: the product token is letters, "_" and "-".
-_TOKEN = re.compile(r"[A-Za-z_-]*")
+_TOKEN = re.compile(r"[^\s/]*")
 
 # Directive spellings, matched case-insensitively as prefixes of the key
 # (as google/robotstxt does, so "Disallowed:" still disallows).
@@ -32,6 +32,7 @@ _DISALLOW = ("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disall
 _SITEMAP = ("sitemap", "site-map")
 _CRAWL_DELAY = ("crawl-delay", "crawl_delay", "crawldelay", "crawl delay")
 _REQUEST_RATE = ("request-rate", "request_rate", "requestrate", "request rate")
+_ALL_KEYS = _USER_AGENT + _DISALLOW + _ALLOW + _SITEMAP + _CRAWL_DELAY + _REQUEST_RATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,12 @@ def key_value(line: str) -> tuple[str, str] | None:
         return None
     sep = line.find(":")
     if sep < 0:
-        # Tolerate a missing colon only in "key value" (exactly two words).
+        # A missing colon is tolerated after a known directive ("user agent
+        # foo") or in a line of exactly two words ("disallow /x").
+        lower = line.lower()
+        for name in _ALL_KEYS:
+            if lower.startswith(name) and line[len(name) : len(name) + 1].isspace():
+                return name, line[len(name) :].strip()
         parts = line.split()
         if len(parts) != 2:
             return None
@@ -130,16 +136,38 @@ def _is(key: str, names: tuple[str, ...]) -> bool:
 
 
 def agent_token(value: str) -> str:
-    """The product token a user-agent line names ("*" for the wildcard).
+    """The product token a user-agent value names ("*" for the wildcard).
 
-    RFC 9309 section 2.2.1: matching is on the product token, the leading
-    run of letters, "_" and "-" ("Googlebot/2.1" names "googlebot").
+    RFC 9309 section 2.2.1 matches groups on the product token, compared
+    case-insensitively: "Googlebot/2.1 (+http://...)" names "googlebot".
+    The RFC's token is letters, "_" and "-"; real files also use digits and
+    non-ASCII letters ("1bot", "Jävla-Foobot"), so the token here runs up
+    to the first white space or "/", which keeps such names distinct
+    instead of cutting "Rule1Bot" and "Rule2Bot" down to the same "rule".
     """
     value = value.strip()
     if value.startswith("*") and (len(value) == 1 or value[1].isspace()):
         return "*"
     m = _TOKEN.match(value)
     return m.group(0).lower() if m else ""
+
+
+_COMPATIBLE = re.compile(r"\(compatible;\s*([^;/\s)]+)", re.IGNORECASE)
+
+
+def agent_tokens(agent: str) -> list[str]:
+    """Candidate product tokens of a crawler's User-Agent, best first.
+
+    The first product ("crawl" in "crawl/0.1 (+https://...)"), then the one
+    named after "compatible;" ("Mozilla/5.0 (compatible; FooBot/1.1)").
+    """
+    first = agent_token(agent)
+    tokens = [first] if first else []
+    for m in _COMPATIBLE.finditer(agent):
+        tok = m.group(1).lower()
+        if tok not in tokens:
+            tokens.append(tok)
+    return tokens
 
 
 def parse_delay(value: str) -> float | None:
