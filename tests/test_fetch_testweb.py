@@ -64,7 +64,7 @@ def test_bomb_huge_and_endless_pages_of_the_test_web(testweb: Any, tmp_path: Pat
     urls = []
     for b in ("huge", "gzip-bomb", "endless"):
         for h in testweb.with_behaviour(b):
-            urls += [p["url"] for p in testweb.pages_of(h) if p.get("behaviour")]
+            urls += [p["url"] for p in testweb.pages_of(h) if p.get("behaviour") == b]
     assert urls
     res = run_batch(tmp_path / "D", urls, testweb.hosts_file.read_text())
     for r in res:
