@@ -9,10 +9,13 @@ simhash and variants of one article are near-duplicates of each other.
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
+import random
 import struct
 import time
 import zlib
+from array import array
 from email.utils import formatdate
 
 from .generator import ROBOTS_LIMIT, Link, PageSpec, Web, _rng
@@ -36,9 +39,46 @@ def iso_date(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+_RUN = 40  # words per slice of the pool
+
+
+@functools.cache
+def _pool() -> tuple[str, list[int]]:
+    """A fixed 2 MB text of pseudo-words and the offsets where words start.
+
+    Page text is a sequence of short runs cut from random places of this
+    pool: as cheap as slicing, yet two pages share no more than chance
+    runs, so distinct pages are far apart for a simhash.
+    """
+    words = random.Random("testweb-pool").choices(VOCAB, k=300_000)
+    text = " ".join(words) + " "
+    starts = [0]
+    for w in words:
+        starts.append(starts[-1] + len(w) + 1)
+    return text, starts
+
+
+def _text(r: random.Random, n: int) -> str:
+    """About ``n`` words drawn with ``r``."""
+    text, starts = _pool()
+    top = len(starts) - _RUN - 1
+    run = min(n, _RUN)
+    count = max(1, n // run)
+    picks = array("I", r.randbytes(4 * count))  # one call instead of a randrange per run
+    return " ".join([text[starts[j]: starts[j + run] - 1] for j in (p % top for p in picks)])
+
+
 def _words(seed: object, n: int) -> str:
-    r = _rng("words", seed)
-    return " ".join(r.choices(VOCAB, k=n))
+    """About ``n`` words keyed by ``seed`` (no Random object: seeding one costs more)."""
+    text, starts = _pool()
+    run = min(n, _RUN)
+    count = max(1, n // run)
+    if count > 16:
+        return _text(_rng("words", seed), n)
+    key = hashlib.blake2b(repr(seed).encode(), digest_size=4 * count).digest()
+    top = len(starts) - run - 1
+    picks = [p % top for p in array("I", key)]
+    return " ".join([text[starts[j]: starts[j + run] - 1] for j in picks])
 
 
 def _a(link: Link) -> str:
@@ -52,8 +92,9 @@ def _article(spec: PageSpec, src: int, body_links: list[Link]) -> str:
     budget = max(600, spec.size - 1500)
     n_par = max(1, budget // 700)
     per_par = max(8, budget // n_par // 7)
+    r = _rng("article", src, spec.k)
     for p in range(n_par):
-        text = _words((src, spec.k, p), per_par)
+        text = _text(r, per_par)
         if p < len(body_links):
             text += " " + _a(body_links[p])
         parts.append(f"<p>{text}</p>")

@@ -7,6 +7,7 @@ so in ``action`` and the server carries it out.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import time
@@ -58,6 +59,7 @@ class Response:
     # None (send it), "hang", "reset-head", "reset-body", "endless", "huge", "drip"
     action: str | None = None
     delay: float = 0.0
+    head: bytes | None = None  # the server's cache of the status line and headers
 
 
 def _ok(body: bytes, ctype: str | None = HTML, extra: list[tuple[str, str]] | None = None) -> Response:
@@ -80,6 +82,9 @@ class Router:
         self.web = web
         self.clock = clock
         self.busy: dict[tuple[int, str], int] = {}
+        # (host, page, version, variant) -> (etag, validators, response); responses are shared
+        # between requests, so nothing downstream may modify them
+        self._pages: dict[tuple[int, int, int, str], tuple[str, list[tuple[str, str]], Response]] = {}
 
     def handle(self, req: Request) -> Response:
         web = self.web
@@ -89,8 +94,7 @@ class Router:
         path, _, query = req.target.partition("?")
         resp = self._dispatch(i, req, path, query)
         if web.host(i).behaviour == "slow" and resp.action is None:
-            resp.delay = web.config.latency
-            resp.action = "drip"
+            resp = dataclasses.replace(resp, delay=web.config.latency, action="drip")
         return resp
 
     # -- dispatch ------------------------------------------------------------
@@ -146,11 +150,18 @@ class Router:
         web = self.web
         spec = web.page(i, k)
         version, last_modified = web.version(spec, self.clock.now())
-        src = web.host(i).mirror_of
-        key = f"{src if src is not None else i}/{k}/{version}/{variant}"
-        etag = f'"{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"'
-        lm = content.http_date(last_modified)
-        validators = [("ETag", etag), ("Last-Modified", lm)]
+        cache_key = (i, k, version, variant)
+        entry = self._pages.get(cache_key)
+        if entry is None:
+            src = web.host(i).mirror_of
+            key = f"{src if src is not None else i}/{k}/{version}/{variant}"
+            etag = f'"{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"'
+            validators = [("ETag", etag), ("Last-Modified", content.http_date(last_modified))]
+            body = content.page_html(web, i, k, version, variant)
+            if len(self._pages) >= 20000:  # a bound on memory, not an LRU: cheap and good enough
+                self._pages.clear()
+            entry = self._pages[cache_key] = (etag, validators, _ok(body, HTML, validators))
+        etag, validators, resp = entry
         # RFC 9110 13.1.2/13.1.3: If-None-Match takes precedence over If-Modified-Since
         inm = req.headers.get("if-none-match")
         if inm is not None:
@@ -158,10 +169,10 @@ class Router:
                 return Response(304, validators)
         else:
             ims = req.headers.get("if-modified-since")
-            if ims is not None and _parse_date(ims) is not None and _parse_date(ims) >= last_modified:
+            when = _parse_date(ims) if ims is not None else None
+            if when is not None and when >= last_modified:
                 return Response(304, validators)
-        body = content.page_html(web, i, k, version, variant)
-        return _ok(body, HTML, validators)
+        return resp
 
     # -- behaviours ----------------------------------------------------------
     def _near_dups(self, i: int, req: Request, path: str, query: str) -> Response | None:

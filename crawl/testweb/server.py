@@ -118,7 +118,7 @@ def head_bytes(resp: Response, date: bytes, length: int | None, close: bool) -> 
         lines.append(f"Content-Length: {length}\r\n")
     if close:
         lines.append("Connection: close\r\n")
-    return "".join(lines).encode("latin-1") + date + b"Server: crawl-testweb\r\n\r\n"
+    return "".join(lines).encode("latin-1") + b"Server: crawl-testweb\r\n" + date + b"\r\n"
 
 
 class Connection(asyncio.Protocol):
@@ -198,7 +198,13 @@ class Connection(asyncio.Protocol):
     def send(self, resp: Response, keep_alive: bool, head_only: bool = False) -> int:
         body = b"" if head_only or resp.status == 304 else resp.body
         length = None if resp.status == 304 else len(resp.body)
-        self.transport.write(head_bytes(resp, self.server.date.get(), length, not keep_alive) + body)
+        if keep_alive:
+            if resp.head is None:  # cached on the (possibly shared) response: the fast path
+                resp.head = head_bytes(resp, b"", length, False)[:-2]
+            head = resp.head + self.server.date.get() + b"\r\n"
+        else:
+            head = head_bytes(resp, self.server.date.get(), length, True)
+        self.transport.write(head + body)
         if not keep_alive:
             self.transport.close()
             self.closed = True
