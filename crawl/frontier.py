@@ -1,0 +1,163 @@
+"""The durable frontier and host scheduler (Mercator shape, all on disk).
+
+One LMDB environment (``CrawlDir.frontier``) holds named databases:
+
+``queue``     back queues: (host id, priority, seq) -> compact URL entry.
+              One contiguous key range per host, highest priority first,
+              FIFO within a priority.
+``delayed``   URLs not due yet: (due ms, seq) -> host id, priority, entry.
+``sched``     the host schedule, one range per priority level (the front
+              queues): (priority, next-allowed ms, host id). A host is in it
+              iff it has a ready URL and nothing in flight.
+``hosts``     host id -> HostState; ``hostid`` host name -> host id.
+``leases``    lease id -> the leased entry; ``deadlines`` (ms, lease id) for
+              expiry.
+``known``     URL fingerprint -> queued / leased / done / dropped + cycle.
+``ips``       per-IP leases in flight and slow-down; ``ipwait`` hosts that are
+              ready but whose IP is at its cap.
+``meta``      counters, the cycle number, idle-time accounting.
+
+Every public method runs in ONE write transaction and commits (fsynced)
+before it returns, so a caller writes its output only after the state it
+reports is durable (invariant 1). LMDB serialises writers across processes,
+so several ``next``/``complete`` processes can share a frontier and never
+lease one host twice (invariant 2). RAM holds only one batch (invariant 5).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from . import hostqueue as hq
+from .frontier_tx import Tx, _get_int, fingerprint, lease_name
+from .politeness import DEFAULT, Politeness
+from .records import Record
+from .state import close_env, open_env
+
+__all__ = ["Frontier", "fingerprint", "lease_name"]
+
+_DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait")
+
+
+class Frontier:
+    """Add URLs, lease them politely, complete them. ``now`` is always passed in.
+
+    Args:
+        path: the LMDB directory, normally ``CrawlDir(dir).frontier``.
+        politeness: delays, caps and backoff (see crawl/politeness.py).
+        sync: fsync every commit (keep True outside benchmarks of raw speed).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], politeness: Politeness = DEFAULT, *, sync: bool = True):
+        self.cfg = politeness
+        self.env = open_env(path, max_dbs=len(_DBS) + 1, sync=sync)
+        self.db = {name: self.env.open_db(name.encode()) for name in _DBS}
+
+    def __enter__(self) -> Frontier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        close_env(self.env)
+
+    # ---- public API ------------------------------------------------------
+
+    def add(self, recs: Iterable[Record], now: float, rejects: list[Record] | None = None) -> dict[str, int]:
+        """Queue URL records; a URL already queued, leased or done this cycle is a no-op.
+
+        Returns counts: added, known (no-op), dropped_host_cap, rejected. A
+        record whose URL has no usable host is rejected (appended to
+        ``rejects`` with the reason) and changes nothing.
+        """
+        counts = {"added": 0, "known": 0, "dropped_host_cap": 0, "rejected": 0}
+        with self.env.begin(write=True) as txn:
+            t = Tx(self, txn, now)
+            for rec in recs:
+                counts[t.add_one(rec, rejects)] += 1
+            t.count("added", counts["added"])
+            t.count("dropped_host_cap", counts["dropped_host_cap"])
+            t.flush()
+        return counts
+
+    def next(self, n: int, lease_seconds: float, now: float) -> list[Record]:
+        """Lease up to ``n`` URLs, at most one per host, only from hosts that are due.
+
+        Expired leases are returned to their queues first and URLs whose due
+        time has come are moved into their host queues.
+        """
+        with self.env.begin(write=True) as txn:
+            t = Tx(self, txn, now)
+            t.requeue_expired()
+            t.promote_due()
+            out = t.lease(n, lease_seconds) if n > 0 else []
+            t.observe_idle(n > 0 and not out)
+            t.flush()
+        return out
+
+    def complete(self, recs: Iterable[Record], now: float) -> list[Record]:
+        """Record fetch results and release their hosts; one event per record.
+
+        An unknown or expired lease, a URL that does not match its lease or
+        an unreadable outcome/status gives an event with ``error`` and
+        changes nothing.
+        """
+        with self.env.begin(write=True) as txn:
+            t = Tx(self, txn, now)
+            t.requeue_expired()
+            out = [t.complete_one(rec) for rec in recs]
+            t.flush()
+        return out
+
+    def requeue_expired(self, now: float) -> int:
+        """Return URLs of leases past their deadline to their hosts' queues."""
+        with self.env.begin(write=True) as txn:
+            t = Tx(self, txn, now)
+            n = t.requeue_expired()
+            t.flush()
+        return n
+
+    def new_cycle(self) -> int:
+        """Start a new crawl cycle: URLs done or dropped before may be added again."""
+        with self.env.begin(write=True) as txn:
+            cycle = _get_int(txn, self.db["meta"], b"cycle") + 1
+            txn.put(b"cycle", hq.u64(cycle), db=self.db["meta"])
+        return cycle
+
+    def pending(self) -> dict[str, int]:
+        """URLs queued (ready or delayed) and leases in flight: the frontier is
+        finished when both are 0."""
+        with self.env.begin() as txn:
+            return {
+                "queued": _get_int(txn, self.db["meta"], b"queued"),
+                "in_flight": txn.stat(self.db["leases"])["entries"],
+            }
+
+    def next_due(self, now: float) -> float | None:
+        """When the next lease could be handed out (``now`` if already), or None if
+        nothing is queued or delayed. Leases in flight may still add work."""
+        with self.env.begin() as txn:
+            return Tx(self, txn, now).next_due()
+
+    def stats(self, now: float) -> dict[str, Any]:
+        """Counts for ``crawl frontier stats`` and ``crawl stats``."""
+        from .frontier_report import stats  # noqa: PLC0415  (read-only views load lazily)
+
+        return stats(self, now)
+
+    def dump(self, host: str, now: float, limit: int = 1000) -> dict[str, Any]:
+        """One host's state and queue, for ``crawl frontier dump --host``."""
+        from .frontier_report import dump
+
+        return dump(self, host, now, limit)
+
+    def state_of(self, url: str) -> str | None:
+        """queued / leased / done / dropped, or None if the frontier never saw it."""
+        with self.env.begin() as txn:
+            v = txn.get(hq.u64(fingerprint(url)), db=self.db["known"])
+        return hq.STATE_NAMES[hq.decode_known(v)[0]] if v else None
+
+

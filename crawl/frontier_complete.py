@@ -1,0 +1,148 @@
+"""What a fetch result does to the frontier: the disposition rules.
+
+Split from crawl/frontier.py because this is the policy a reader looks for
+("why was this URL retried / dropped / why is this host parked"), while
+frontier.py is the queue machinery. Runs inside the caller's write
+transaction (``_Tx``); returns one ``event`` record per fetch record.
+
+Dispositions:
+
+``done``      the URL is finished for this cycle (ok, not-modified, redirect,
+              robots-disallowed, 4xx, too-large, ...). Redirects and robots
+              outcomes are recorded here, never retried: the redirect target
+              comes back through ``crawl parse`` as a link.
+``backoff``   429 or 503: the URL goes back to the head of its queue, the
+              host (and every host on its IP) waits Retry-After exactly or an
+              exponential backoff, capped at a day.
+``retry``     transport error or other 5xx: the URL goes back with its failure
+              count, due when the host is; the host backs off.
+``dropped``   the URL failed ``max_retries`` times: recorded, not retried in
+              this cycle.
+A host with ``park_after`` consecutive failures is parked for ``park_seconds``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import hostqueue as hq
+from . import records
+from .politeness import backoff_delay, parse_retry_after, release_delay
+from .records import Record
+
+if TYPE_CHECKING:
+    from .frontier_tx import Tx
+
+_RATE_LIMIT = frozenset({429, 503})
+
+
+def _event(t: Tx, rec: Record, event: str, **fields: Any) -> Record:
+    out = records.make("event", ts=t.now, event=event, url=rec.get("url"), lease=rec.get("lease"))
+    out.update(fields)
+    return out
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+        return float(value)
+    return None
+
+
+def _check(rec: Record) -> str | None:
+    """Why a fetch record cannot be applied, or None if it can."""
+    if rec.get("kind") != "fetch":
+        return f'expected a fetch record, got kind {rec.get("kind")!r}'
+    if not isinstance(rec.get("url"), str) or not rec["url"]:
+        return 'no "url" string'
+    if rec.get("outcome") not in records.OUTCOMES:
+        return f'unknown outcome {rec.get("outcome")!r} (expected one of {", ".join(records.OUTCOMES)})'
+    status = rec.get("status")
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999):
+        return f"bad status {status!r} (expected an HTTP status code 100..999 or null)"
+    if "lease" not in rec:
+        return 'no "lease" field: only leased URLs can be completed (crawl frontier next hands them out)'
+    return None
+
+
+def complete_one(t: Tx, rec: Record) -> Record:
+    from .frontier_tx import TRANSIENT, _parse_lease, outcome_code
+
+    problem = _check(rec)
+    if problem is not None:
+        return _event(t, rec, "frontier.bad-record", error=problem)
+    lease_id = _parse_lease(rec["lease"])
+    raw = t.txn.get(hq.u64(lease_id), db=t.dl) if lease_id is not None else None
+    if raw is None:
+        t.count("unknown_lease")
+        return _event(
+            t, rec, "frontier.unknown-lease",
+            error=f"lease {rec['lease']!r} is unknown or expired; its URL was (or will be) leased again",
+        )
+    lease = hq.decode_lease(raw)
+    h = t.host(lease.hid)
+    entry = hq.decode_entry(lease.entry, h.name)
+    if entry.url != rec["url"]:
+        return _event(t, rec, "frontier.bad-record",
+                      error=f"url does not match lease {rec['lease']} (leased {entry.url!r})")
+
+    t.txn.delete(hq.u64(lease_id), db=t.dl)
+    t.txn.delete(hq.time_key(hq.ms_up(lease.deadline), lease_id), db=t.ddl)
+    cfg, now = t.cfg, t.now
+    outcome, status = rec["outcome"], rec.get("status")
+    timings = rec.get("timings")
+    rt = _number(timings.get("total")) if isinstance(timings, dict) else None
+    crawl_delay = _number(rec.get("crawl_delay"))
+    if crawl_delay is not None:
+        h.crawl_delay = crawl_delay
+    if rt is not None:
+        h.last_response = rt
+    old_ip = h.ip
+    new_ip = rec.get("ip")
+    retry_after = parse_retry_after(rec.get("retry_after"), now)
+    info: dict[str, Any] = {"outcome": outcome, "status": status, "host": h.name, "attempt": entry.attempts}
+
+    if status in _RATE_LIMIT:
+        h.backoff += 1
+        delay = backoff_delay(cfg, h.backoff, retry_after)
+        h.next_allowed = now + delay
+        if old_ip:  # everyone on this machine slows down, not just this name
+            inflight, slow = t.ip_state(old_ip)
+            t.put_ip(old_ip, inflight, max(slow, now + delay))
+        disposition = "backoff"
+        t.count("backoffs")
+    elif outcome in TRANSIENT or (outcome == "http-error" and isinstance(status, int) and status >= 500):
+        h.backoff += 1
+        h.failures += 1
+        delay = backoff_delay(cfg, h.backoff, retry_after)
+        if h.failures >= cfg.park_after:
+            h.parked_until = now + cfg.park_seconds
+            delay = max(delay, cfg.park_seconds)
+            info["parked_until"] = h.parked_until
+        h.next_allowed = now + delay
+        entry.fails += 1
+        if entry.fails >= cfg.max_retries:
+            disposition = "dropped"
+            t.count("dropped")
+        else:
+            disposition = "retry"
+            t.count("retried")
+    else:
+        h.backoff = 0
+        h.failures = 0
+        h.parked_until = 0.0
+        h.next_allowed = now + release_delay(cfg, rt, h.crawl_delay if h.crawl_delay >= 0 else None)
+        disposition = "done"
+        t.count("done")
+
+    # Free the IP slot taken at lease time, then learn the (new) address.
+    h.lease = 0
+    t.release_ip(old_ip)
+    if isinstance(new_ip, str) and new_ip and len(new_ip) <= 64:
+        h.ip = new_ip
+    if disposition in ("backoff", "retry"):
+        t.back_to_queue(lease, h, entry.encode(h.name))
+    else:
+        state = hq.DONE if disposition == "done" else hq.DROPPED
+        t.set_known(lease.fp, state, outcome_code(outcome))
+        t.reschedule(lease.hid, h)
+    return _event(t, rec, "frontier.complete", disposition=disposition, next_allowed=h.next_allowed, **info)

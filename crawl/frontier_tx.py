@@ -1,0 +1,386 @@
+"""The frontier's write transaction: queue, schedule, lease and expiry mechanics.
+
+``Tx`` wraps one LMDB write transaction of :class:`crawl.frontier.Frontier`.
+It caches the host states it touches and the counters it bumps, and writes
+each once in :meth:`Tx.flush`, so a batch of 1,000 leases costs one put per
+host rather than several. See crawl/frontier.py for the database layout and
+crawl/frontier_complete.py for what a fetch result does.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import orjson
+import xxhash
+
+from . import hostqueue as hq
+from . import records
+from .hostqueue import HostState
+from .politeness import MAX_PRIORITY, effective_priority, host_of
+from .records import Record
+
+# Outcomes after which the URL goes back for another try (with backoff).
+TRANSIENT = frozenset({"timeout", "connect-error", "dns-error", "protocol-error"})
+_IPVAL = struct.Struct("<Id")  # leases in flight, slowed down until
+_OUTCOME_CODE = {name: i + 1 for i, name in enumerate(records.OUTCOMES)}
+_OUTCOME_NAME = {i: name for name, i in _OUTCOME_CODE.items()}
+
+
+def fingerprint(url: str) -> int:
+    """64-bit xxh3 of the (already canonical) URL, as crawl.canon defines it."""
+    return xxhash.xxh3_64_intdigest(url.encode("utf-8", "surrogatepass"))
+
+
+def lease_name(lease_id: int) -> str:
+    return f"{lease_id:016x}"
+
+
+def _parse_lease(value: object) -> int | None:
+    if not isinstance(value, str) or len(value) != 16:
+        return None
+    try:
+        return int(value, 16)
+    except ValueError:
+        return None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+        return float(value)
+    return None
+
+
+def _get_int(txn: Any, db: Any, key: bytes) -> int:
+    v = txn.get(key, db=db)
+    return hq.from_u64(v) if v else 0
+
+
+class Tx:
+    """One write transaction: caches host states and counters, writes them once."""
+
+    def __init__(self, fr: Any, txn: Any, now: float) -> None:
+        self.fr, self.cfg, self.txn, self.now = fr, fr.cfg, txn, now
+        self.now_ms = hq.ms_down(now)
+        d = fr.db
+        self.dq, self.dd, self.ds, self.dh = d["queue"], d["delayed"], d["sched"], d["hosts"]
+        self.dl, self.ddl, self.dk, self.dm = d["leases"], d["deadlines"], d["known"], d["meta"]
+        self.dip, self.dipw, self.dhid = d["ips"], d["ipwait"], d["hostid"]
+        self.hosts: dict[int, HostState] = {}
+        self.dirty: set[int] = set()
+        self.counters: dict[str, int] = {}
+        self.delta: dict[str, int] = {}
+        self.cycle = _get_int(txn, self.dm, b"cycle")
+
+    # ---- small helpers -----------------------------------------------------
+
+    def counter(self, name: str) -> int:
+        if name not in self.counters:
+            self.counters[name] = _get_int(self.txn, self.dm, name.encode())
+        return self.counters[name] + self.delta.get(name, 0)
+
+    def count(self, name: str, n: int = 1) -> None:
+        if n:
+            self.delta[name] = self.delta.get(name, 0) + n
+
+    def take(self, name: str) -> int:
+        self.count(name)
+        return self.counter(name)
+
+    def host(self, hid: int) -> HostState:
+        h = self.hosts.get(hid)
+        if h is None:
+            h = hq.decode_host(self.txn.get(hq.hid_key(hid), db=self.dh))
+            self.hosts[hid] = h
+        self.dirty.add(hid)
+        return h
+
+    def host_id(self, name: str, create: bool) -> int | None:
+        v = self.txn.get(name.encode(), db=self.dhid)
+        if v is not None:
+            return int.from_bytes(v, "big")
+        if not create:
+            return None
+        hid = self.take("hid")
+        self.txn.put(name.encode(), hq.hid_key(hid), db=self.dhid)
+        self.hosts[hid] = HostState(name)
+        self.dirty.add(hid)
+        return hid
+
+    def flush(self) -> None:
+        for hid in self.dirty:
+            self.txn.put(hq.hid_key(hid), self.hosts[hid].encode(), db=self.dh)
+        for name in self.delta:
+            self.txn.put(name.encode(), hq.u64(self.counter(name)), db=self.dm)
+        self.dirty.clear()
+        self.delta.clear()
+        self.counters.clear()
+
+    def set_known(self, fp: int, state: int, outcome: int = 0) -> None:
+        self.txn.put(hq.u64(fp), hq.known_value(state, self.cycle, outcome), db=self.dk)
+
+    # ---- scheduling ------------------------------------------------------------
+
+    def unschedule(self, hid: int, h: HostState) -> None:
+        if h.sched < hq.WAITING_IP:
+            self.txn.delete(hq.sched_key(h.sched, h.sched_ms, hid), db=self.ds)
+        elif h.sched == hq.WAITING_IP:
+            self.txn.delete(h.ip.encode() + b"\0" + hq.hid_key(hid), db=self.dipw)
+        h.sched = hq.NOT_SCHEDULED
+
+    def schedule(self, hid: int, h: HostState, prio: int) -> None:
+        """Put a host with a ready URL and nothing in flight on the schedule."""
+        t_ms = hq.ms_up(max(h.next_allowed, h.parked_until))
+        if h.sched == prio and h.sched_ms == t_ms:
+            return
+        self.unschedule(hid, h)
+        self.txn.put(hq.sched_key(prio, t_ms, hid), b"", db=self.ds)
+        h.sched, h.sched_ms = prio, t_ms
+
+    def head_priority(self, hid: int) -> int | None:
+        cur = self.txn.cursor(db=self.dq)
+        prefix = hq.hid_key(hid)
+        if cur.set_range(prefix) and cur.key()[:4] == prefix:
+            return hq.unpack_queue_key(cur.key())[1]
+        return None
+
+    def reschedule(self, hid: int, h: HostState) -> None:
+        if h.lease:
+            return
+        prio = self.head_priority(hid)
+        if prio is None:
+            self.unschedule(hid, h)
+        else:
+            self.schedule(hid, h, prio)
+
+    def enqueue(self, hid: int, h: HostState, prio: int, seq: int, entry: bytes) -> None:
+        self.txn.put(hq.queue_key(hid, prio, seq), entry, db=self.dq)
+        if not h.lease and h.sched != hq.WAITING_IP and (h.sched == hq.NOT_SCHEDULED or prio < h.sched):
+            self.schedule(hid, h, prio)
+
+    # ---- add -----------------------------------------------------------------
+
+    def add_one(self, rec: Record, rejects: list[Record] | None) -> str:
+        url = rec.get("url")
+        try:
+            if not isinstance(url, str) or not url:
+                raise ValueError('no "url" string')
+            name = host_of(url)
+            fp = fingerprint(url)
+            prio = effective_priority(url, rec.get("priority"), rec.get("depth"))
+            due = _number(rec.get("due"))
+            known = self.txn.get(hq.u64(fp), db=self.dk)
+            if known is not None:
+                state, cycle, _ = hq.decode_known(known)
+                if state in (hq.QUEUED, hq.LEASED) or cycle == self.cycle:
+                    return "known"
+            hid = self.host_id(name, create=True)
+            assert hid is not None
+            h = self.host(hid)
+            if h.queued >= self.cfg.host_queue_cap:
+                return "dropped_host_cap"
+            entry = hq.encode_entry(url, name, rec, 0, 0)
+        except ValueError as exc:
+            if rejects is not None:
+                rejects.append(records.make("reject", input=url, error=str(exc)))
+            return "rejected"
+        seq = self.take("seq")
+        if due is not None and due > self.now:
+            key = hq.time_key(hq.ms_up(due), seq)
+            self.txn.put(key, hq.hid_key(hid) + bytes([prio]) + entry, db=self.dd)
+        else:
+            self.enqueue(hid, h, prio, seq, entry)
+        self.set_known(fp, hq.QUEUED)
+        h.queued += 1
+        self.count("queued")
+        return "added"
+
+    def promote_due(self) -> int:
+        """Move delayed URLs whose due time has come into their host queues."""
+        cur = self.txn.cursor(db=self.dd)
+        moved = []
+        if cur.first():
+            for key, value in cur:
+                t_ms, seq = hq.unpack_time_key(key)
+                if t_ms > self.now_ms:
+                    break
+                moved.append((key, seq, value))
+        for key, seq, value in moved:
+            self.txn.delete(key, db=self.dd)
+            hid = int.from_bytes(value[:4], "big")
+            self.enqueue(hid, self.host(hid), value[4], seq, value[5:])
+        return len(moved)
+
+    # ---- next -----------------------------------------------------------------
+
+    def lease(self, n: int, lease_seconds: float) -> list[Record]:
+        out: list[Record] = []
+        cur = self.txn.cursor(db=self.ds)
+        for prio in range(MAX_PRIORITY + 1):
+            while len(out) < n:
+                batch = []
+                if cur.set_range(bytes([prio])):
+                    for key in cur.iternext(values=False):
+                        p, t_ms, hid = hq.unpack_sched_key(key)
+                        if p != prio or t_ms > self.now_ms or len(batch) >= n - len(out):
+                            break
+                        batch.append(hid)
+                if not batch:
+                    break
+                for hid in batch:
+                    rec = self.lease_host(hid, lease_seconds)
+                    if rec is not None:
+                        out.append(rec)
+        self.count("leased", len(out))
+        return out
+
+    def lease_host(self, hid: int, lease_seconds: float) -> Record | None:
+        h = self.host(hid)
+        self.unschedule(hid, h)
+        not_before = max(h.next_allowed, h.parked_until)
+        ip = self.ip_state(h.ip) if h.ip else None
+        if ip is not None:
+            not_before = max(not_before, ip[1])
+        if not_before > self.now:  # a key rounded to the same ms, or the IP is slowed down
+            h.next_allowed = not_before
+            self.reschedule(hid, h)
+            return None
+        if ip is not None and ip[0] >= self.cfg.per_ip:
+            self.txn.put(h.ip.encode() + b"\0" + hq.hid_key(hid), b"", db=self.dipw)
+            h.sched = hq.WAITING_IP
+            return None
+        cur = self.txn.cursor(db=self.dq)
+        prefix = hq.hid_key(hid)
+        if not (cur.set_range(prefix) and cur.key()[:4] == prefix):
+            return None
+        _, prio, seq = hq.unpack_queue_key(cur.key())
+        entry = hq.decode_entry(cur.value(), h.name)
+        cur.delete()
+        entry.attempts += 1
+        lease_id = self.take("lease")
+        deadline = self.now + lease_seconds
+        fp = fingerprint(entry.url)
+        value = hq.Lease(hid, prio, seq, deadline, self.now, fp, entry.encode(h.name)).encode()
+        self.txn.put(hq.u64(lease_id), value, db=self.dl)
+        self.txn.put(hq.time_key(hq.ms_up(deadline), lease_id), b"", db=self.ddl)
+        self.set_known(fp, hq.LEASED)
+        h.lease = lease_id
+        h.queued -= 1
+        self.count("queued", -1)
+        if ip is not None:
+            self.put_ip(h.ip, ip[0] + 1, ip[1])
+        name = lease_name(lease_id)
+        return records.derive(
+            entry.record(), "lease", lease=name, url=entry.url, host=h.name,
+            attempt=entry.attempts, deadline=deadline,
+        )
+
+    # ---- per-IP accounting -------------------------------------------------------
+
+    def ip_state(self, ip: str) -> tuple[int, float]:
+        v = self.txn.get(ip.encode(), db=self.dip)
+        if v is None:
+            return 0, 0.0
+        inflight, slow = _IPVAL.unpack(v)
+        return inflight, slow
+
+    def put_ip(self, ip: str, inflight: int, slow_until: float) -> None:
+        self.txn.put(ip.encode(), _IPVAL.pack(max(inflight, 0), slow_until), db=self.dip)
+
+    def release_ip(self, ip: str) -> None:
+        """One lease on ``ip`` ended: free its slot and wake one waiting host."""
+        if not ip:
+            return
+        inflight, slow = self.ip_state(ip)
+        inflight = max(inflight - 1, 0)
+        self.put_ip(ip, inflight, slow)
+        if inflight < self.cfg.per_ip:
+            cur = self.txn.cursor(db=self.dipw)
+            prefix = ip.encode() + b"\0"
+            if cur.set_range(prefix) and cur.key().startswith(prefix):
+                hid = int.from_bytes(cur.key()[len(prefix) :], "big")
+                cur.delete()
+                h = self.host(hid)
+                h.sched = hq.NOT_SCHEDULED
+                self.reschedule(hid, h)
+
+    # ---- complete and expire -----------------------------------------------------------
+
+    def requeue_expired(self) -> int:
+        cur = self.txn.cursor(db=self.ddl)
+        expired = []
+        if cur.first():
+            for key in cur.iternext(values=False):
+                t_ms, lease_id = hq.unpack_time_key(key)
+                if t_ms > self.now_ms:
+                    break
+                expired.append((key, lease_id))
+        for key, lease_id in expired:
+            self.txn.delete(key, db=self.ddl)
+            raw = self.txn.pop(hq.u64(lease_id), db=self.dl)
+            if raw is None:
+                continue
+            lease = hq.decode_lease(raw)
+            h = self.host(lease.hid)
+            # The fetcher may have reached the host just before it died: wait a
+            # normal delay before asking again.
+            h.next_allowed = max(h.next_allowed, self.now + self.cfg.default_delay)
+            h.lease = 0
+            self.release_ip(h.ip)
+            if hq.decode_entry(lease.entry, h.name).attempts >= self.cfg.max_leases:
+                self.set_known(lease.fp, hq.DROPPED)
+                self.count("dropped")
+                self.reschedule(lease.hid, h)
+            else:
+                self.back_to_queue(lease, h)
+        self.count("expired", len(expired))
+        return len(expired)
+
+    def back_to_queue(self, lease: hq.Lease, h: HostState, entry: bytes | None = None) -> None:
+        """Return a leased URL to the head of its host queue (host already freed)."""
+        self.txn.put(hq.queue_key(lease.hid, lease.prio, lease.seq), entry or lease.entry, db=self.dq)
+        self.set_known(lease.fp, hq.QUEUED)
+        h.queued += 1
+        self.count("queued")
+        self.reschedule(lease.hid, h)
+
+    def complete_one(self, rec: Record) -> Record:
+        from .frontier_complete import complete_one  # noqa: PLC0415  (it imports this module)
+
+        return complete_one(self, rec)
+
+    # ---- idle accounting and due times -------------------------------------------------
+
+    def observe_idle(self, idle: bool) -> None:
+        """Sample-and-hold: the time since the last ``next`` counts as idle when
+        that call found no host ready."""
+        raw = self.txn.get(b"idle", db=self.dm)
+        last, was_idle, idle_s, span_s = orjson.loads(raw) if raw else (self.now, False, 0.0, 0.0)
+        dt = max(0.0, self.now - last)
+        span_s += dt
+        if was_idle:
+            idle_s += dt
+        self.txn.put(b"idle", orjson.dumps([self.now, idle, idle_s, span_s]), db=self.dm)
+
+    def next_due(self) -> float | None:
+        best: float | None = None
+        cur = self.txn.cursor(db=self.ds)
+        for prio in range(MAX_PRIORITY + 1):
+            if cur.set_range(bytes([prio])) and cur.key()[0] == prio:
+                t = hq.unpack_sched_key(cur.key())[1] / 1000.0
+                best = t if best is None else min(best, t)
+        cur = self.txn.cursor(db=self.dd)
+        if cur.first():
+            t = hq.unpack_time_key(cur.key())[0] / 1000.0
+            best = t if best is None else min(best, t)
+        return None if best is None else max(best, self.now)
+
+
+def outcome_name(code: int) -> str | None:
+    return _OUTCOME_NAME.get(code)
+
+
+def outcome_code(name: str) -> int:
+    return _OUTCOME_CODE.get(name, 0)
+

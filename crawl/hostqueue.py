@@ -1,0 +1,246 @@
+"""On-disk layout of the frontier: keys, compact values and host state.
+
+Kept apart from crawl/frontier.py (the scheduling logic) so the byte formats
+can be read and changed in one place. Every key is big-endian so LMDB's
+byte order is the order we want: a host's queue is one contiguous key range
+sorted by (priority, arrival), and the schedule is sorted by time.
+
+Times in keys are integer milliseconds; a host's next-allowed time is rounded
+*up* when it becomes a key and "now" is rounded *down*, so a key that looks
+due never is early.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+# --- keys --------------------------------------------------------------------
+
+_HID = struct.Struct(">I")
+_QKEY = struct.Struct(">IBQ")  # host id, priority, sequence
+_SKEY = struct.Struct(">BQI")  # priority, next-allowed ms, host id
+_TKEY = struct.Struct(">QQ")  # time ms, sequence/lease id
+_U64 = struct.Struct(">Q")
+
+
+def ms_up(t: float) -> int:
+    return max(0, math.ceil(t * 1000.0))
+
+
+def ms_down(t: float) -> int:
+    return max(0, math.floor(t * 1000.0))
+
+
+def hid_key(hid: int) -> bytes:
+    return _HID.pack(hid)
+
+
+def queue_key(hid: int, prio: int, seq: int) -> bytes:
+    return _QKEY.pack(hid, prio, seq)
+
+
+def unpack_queue_key(key: bytes) -> tuple[int, int, int]:
+    hid, prio, seq = _QKEY.unpack(key)
+    return hid, prio, seq
+
+
+def sched_key(prio: int, t_ms: int, hid: int) -> bytes:
+    return _SKEY.pack(prio, t_ms, hid)
+
+
+def unpack_sched_key(key: bytes) -> tuple[int, int, int]:
+    prio, t_ms, hid = _SKEY.unpack(key)
+    return prio, t_ms, hid
+
+
+def time_key(t_ms: int, n: int) -> bytes:
+    return _TKEY.pack(t_ms, n)
+
+
+def unpack_time_key(key: bytes) -> tuple[int, int]:
+    t_ms, n = _TKEY.unpack(key)
+    return t_ms, n
+
+
+def u64(n: int) -> bytes:
+    return _U64.pack(n)
+
+
+def from_u64(b: bytes) -> int:
+    n: int = _U64.unpack(b)[0]
+    return n
+
+
+# --- queued URL value --------------------------------------------------------
+# flags (scheme prefix stripped?), attempts, failures, len(url rest); then the
+# URL without its "scheme://host" prefix (the host is implied by the key), then
+# the record's pass-through fields as JSON (empty when there are none).
+
+_QVAL = struct.Struct("<BBBH")
+_PREFIXES = ("http://", "https://")
+_FULL = 2
+_DROP_FIELDS = ("kind", "v", "url", "due")
+
+
+def encode_entry(url: str, host: str, rec: dict[str, Any] | None, attempts: int, fails: int) -> bytes:
+    flag, rest = _FULL, url
+    for i, scheme in enumerate(_PREFIXES):
+        prefix = scheme + host
+        if url.startswith(prefix) and (len(url) == len(prefix) or url[len(prefix)] in "/?"):
+            flag, rest = i, url[len(prefix) :]
+            break
+    raw = rest.encode("utf-8", "surrogatepass")
+    if len(raw) > 0xFFFF:
+        raise ValueError("URL longer than 65535 bytes")
+    extra = b""
+    if rec is not None:
+        fields = {k: v for k, v in rec.items() if k not in _DROP_FIELDS}
+        if fields:
+            extra = orjson.dumps(fields)
+    return _QVAL.pack(flag, min(attempts, 255), min(fails, 255), len(raw)) + raw + extra
+
+
+@dataclass(slots=True)
+class Entry:
+    """A queued URL as stored: enough to rebuild its record and lease it."""
+
+    url: str
+    attempts: int
+    fails: int
+    extra: bytes
+
+    def record(self) -> dict[str, Any]:
+        rec: dict[str, Any] = orjson.loads(self.extra) if self.extra else {}
+        rec["url"] = self.url
+        return rec
+
+    def encode(self, host: str) -> bytes:
+        rec = orjson.loads(self.extra) if self.extra else None
+        return encode_entry(self.url, host, rec, self.attempts, self.fails)
+
+
+def decode_entry(value: bytes, host: str) -> Entry:
+    flag, attempts, fails, n = _QVAL.unpack_from(value)
+    start = _QVAL.size
+    rest = value[start : start + n].decode("utf-8", "surrogatepass")
+    url = rest if flag == _FULL else _PREFIXES[flag] + host + rest
+    return Entry(url, attempts, fails, bytes(value[start + n :]))
+
+
+# --- lease value -------------------------------------------------------------
+# host id, priority, sequence, deadline, leased-at, fingerprint, then the entry.
+
+_LVAL = struct.Struct("<IBQddQ")
+
+
+@dataclass(slots=True)
+class Lease:
+    hid: int
+    prio: int
+    seq: int
+    deadline: float
+    leased_at: float
+    fp: int
+    entry: bytes
+
+    def encode(self) -> bytes:
+        return (
+            _LVAL.pack(self.hid, self.prio, self.seq, self.deadline, self.leased_at, self.fp)
+            + self.entry
+        )
+
+
+def decode_lease(value: bytes) -> Lease:
+    hid, prio, seq, deadline, leased_at, fp = _LVAL.unpack_from(value)
+    return Lease(hid, prio, seq, deadline, leased_at, fp, bytes(value[_LVAL.size :]))
+
+
+# --- known URLs --------------------------------------------------------------
+# fingerprint -> state, cycle, last outcome code: the add no-op and the
+# "completed URL is never leased again in the same cycle" rule.
+
+QUEUED, LEASED, DONE, DROPPED = 1, 2, 3, 4
+STATE_NAMES = {QUEUED: "queued", LEASED: "leased", DONE: "done", DROPPED: "dropped"}
+_KVAL = struct.Struct("<BIB")
+
+
+def known_value(state: int, cycle: int, outcome: int = 0) -> bytes:
+    return _KVAL.pack(state, cycle, outcome)
+
+
+def decode_known(value: bytes) -> tuple[int, int, int]:
+    state, cycle, outcome = _KVAL.unpack(value)
+    return state, cycle, outcome
+
+
+# --- host state --------------------------------------------------------------
+
+NOT_SCHEDULED = 255
+WAITING_IP = 254
+_HVAL = struct.Struct("<ddQIBQBHffB")
+
+
+@dataclass(slots=True)
+class HostState:
+    """Everything the scheduler knows about one host (one LMDB value).
+
+    ``sched`` is the priority level the host is scheduled at, or
+    NOT_SCHEDULED (nothing ready, or a lease in flight) or WAITING_IP (ready
+    but its IP address has ``per_ip`` leases in flight).
+    """
+
+    name: str
+    next_allowed: float = 0.0
+    parked_until: float = 0.0
+    lease: int = 0
+    queued: int = 0
+    sched: int = NOT_SCHEDULED
+    sched_ms: int = 0
+    backoff: int = 0
+    failures: int = 0
+    crawl_delay: float = -1.0
+    last_response: float = -1.0
+    ip: str = ""
+
+    def encode(self) -> bytes:
+        name = self.name.encode()
+        ip = self.ip.encode()
+        return (
+            _HVAL.pack(
+                self.next_allowed, self.parked_until, self.lease, self.queued, self.sched,
+                self.sched_ms, min(self.backoff, 255), min(self.failures, 0xFFFF),
+                self.crawl_delay, self.last_response, len(ip),
+            )
+            + ip
+            + name
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.name,
+            "next_allowed": self.next_allowed,
+            "parked_until": self.parked_until or None,
+            "in_flight": f"{self.lease:016x}" if self.lease else None,
+            "queued": self.queued,
+            "scheduled": {NOT_SCHEDULED: None, WAITING_IP: "waiting-for-ip"}.get(
+                self.sched, f"priority {self.sched}"
+            ),
+            "backoff_level": self.backoff,
+            "consecutive_failures": self.failures,
+            "crawl_delay": self.crawl_delay if self.crawl_delay >= 0 else None,
+            "last_response_time": self.last_response if self.last_response >= 0 else None,
+            "ip": self.ip or None,
+        }
+
+
+def decode_host(value: bytes) -> HostState:
+    (na, pu, lease, queued, sched, sched_ms, backoff, failures, cd, lr, nip) = _HVAL.unpack_from(value)
+    start = _HVAL.size
+    ip = bytes(value[start : start + nip]).decode()
+    name = bytes(value[start + nip :]).decode()
+    return HostState(name, na, pu, lease, queued, sched, sched_ms, backoff, failures, cd, lr, ip)
