@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 DROP = "drop"
 DEMOTE = "demote"
@@ -55,11 +56,14 @@ class Verdict:
     action: str  # DROP or DEMOTE
 
 
-@dataclass(frozen=True, slots=True)
-class UrlShape:
-    """The parts of a canonical URL the rules look at, split once."""
+class UrlShape(NamedTuple):
+    """The parts of a canonical URL the rules look at, split once.
 
-    segments: tuple[str, ...]
+    A NamedTuple, not a frozen dataclass: it is built once per link and a
+    frozen dataclass's ``__init__`` costs several times more.
+    """
+
+    segments: list[str]
     path: str
     query: str
     depth: int
@@ -70,14 +74,12 @@ def shape(url: str, depth: int = 0) -> UrlShape:
     start = url.find("//")
     slash = url.find("/", start + 2 if start >= 0 else 0)
     if slash < 0:
-        path, query = "/", ""
         q = url.find("?")
-        if q >= 0:
-            query = url[q + 1 :]
-    else:
-        rest = url[slash:]
-        path, _, query = rest.partition("?")
-    segments = tuple(s for s in path.split("/") if s)
+        return UrlShape([], "/", url[q + 1 :] if q >= 0 else "", depth)
+    path, _, query = url[slash:].partition("?")
+    segments = path.split("/")
+    if "" in segments:
+        segments = [s for s in segments if s]
     return UrlShape(segments, path, query, depth)
 
 

@@ -219,6 +219,15 @@ def test_malformed_html_still_yields_links() -> None:
     assert "http://a.test/commented" not in got
 
 
+@pytest.mark.parametrize("end", ["</body></html>", "</HTML>", "</Html >"])
+def test_markup_after_the_end_of_html_is_not_lost(end: str) -> None:
+    # libxml2's tree builder drops it; browsers (and link authors) do not.
+    res = parse(f'<html><body><a href="/a">a</a>{end}\n<a href="/after">b <i>c</i></a>'
+                '<!DOCTYPE html><html><body><a href="/glued">g</a></body></html>\n')
+    assert urls(res) == ["http://a.test/a", "http://a.test/after", "http://a.test/glued"]
+    assert res.links[1]["anchor"] == "b c"
+
+
 def test_binary_junk_never_crashes() -> None:
     rng = os.urandom  # fresh junk each run; the property is "no exception"
     for n in (1, 7, 100, 5000, 70000):
