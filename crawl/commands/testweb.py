@@ -42,7 +42,7 @@ def command() -> None:
 @click.option("--busy", default=1, show_default=True, help="Times a busy page answers 429/503 before 200.")
 @click.option("--hang", default=60.0, show_default=True, help="Seconds a timing-out robots.txt holds the connection.")
 @click.option("--huge-bytes", default=500_000_000, show_default=True, help="Length of the huge HTML stream.")
-@click.option("--full-manifest-limit", default=2000, show_default=True, help="List every page in manifest.ndjson only up to this many hosts.")
+@click.option("--full-manifest-limit", default=500, show_default=True, help="List every page in manifest.ndjson only up to this many hosts.")
 def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: int, cross: float,
               addresses: int, agent: str, mix: str, clock: float | None, latency: float, drip: float,
               busy: int, hang: float, huge_bytes: int, full_manifest_limit: int) -> None:
@@ -87,6 +87,29 @@ def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: in
                    f"port {summary['port']}; files in {out}", err=True)
 
     serve(config, out, port, Clock(clock), ready, full_manifest_limit)
+
+
+@command.command("manifest")
+@click.argument("web_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--host", "hosts", multiple=True, help="Only this host (repeatable); default: every host.")
+@click.option("--at", "at", type=float, default=None, help="Unix time for page versions (default: when the web started).")
+def manifest_cmd(web_dir: Path, hosts: tuple[str, ...], at: float | None) -> None:
+    """Print the ground truth (host and page records, NDJSON) of a served web.
+
+    Webs above --full-manifest-limit hosts list only host records in
+    manifest.ndjson; this computes the page records of any host on demand,
+    from the same functions the server uses.
+
+    \b
+        crawl testweb manifest web --host h0042.test | jq -c 'select(.disallowed)'
+    """
+    from ..testweb.manifest import records_for
+
+    try:
+        for rec in records_for(web_dir, list(hosts) or None, at):
+            sys.stdout.buffer.write(orjson.dumps(rec) + b"\n")
+    except KeyError as exc:
+        raise UsageError(f"no host {exc.args[0]!r} in the web of {web_dir}") from None
 
 
 @command.command("audit")

@@ -23,7 +23,7 @@ from .generator import NEAR_DUP_VARIANTS, ROBOTS_LIMIT, TRAP_PATTERNS, Web
 from .router import ADMIN_HOST, HTML
 
 MANIFEST_VERSION = 1
-FULL_LIMIT = 2000
+FULL_LIMIT = 500
 
 
 def _page_record(web: Web, i: int, path: str, **fields: Any) -> dict[str, Any]:
@@ -213,3 +213,27 @@ def read_manifest(out: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]],
             else:
                 pages[rec["url"]] = rec
     return summ, hosts, pages
+
+
+def web_of(out: Path) -> Web:
+    """The web a running (or stopped) ``serve`` described in ``out/manifest.json``."""
+    from .generator import WebConfig
+
+    summ = orjson.loads((out / "manifest.json").read_bytes())
+    return Web(WebConfig(**summ["config"]))
+
+
+def records_for(out: Path, hosts: list[str] | None = None, now: float | None = None) -> Iterator[dict[str, Any]]:
+    """Host and page records of ``hosts`` (default: all), computed now: for webs too big to list."""
+    web = web_of(out)
+    if now is None:
+        now = orjson.loads((out / "manifest.json").read_bytes())["started_at"]
+    indices: list[int] = []
+    for name in hosts or []:
+        i = web.host_index(name)
+        if i is None:
+            raise KeyError(name)
+        indices.append(i)
+    for i in indices if hosts else range(web.config.hosts):
+        yield host_record(web, i)
+        yield from page_records(web, i, now)
