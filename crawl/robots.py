@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .robots_parse import MAX_BYTES, RawGroup, RawRule, agent_tokens, parse_text
 
@@ -226,6 +227,7 @@ class _Group:
     rules: tuple[Rule, ...]  # most specific first; allow before disallow on a tie
     crawl_delay: float | None
     request_rate: tuple[int, float] | None
+    lines: tuple[int, ...] = ()  # where the merged groups start in the file
 
 
 _NO_GROUP = _Group("", (), None, None)
@@ -242,7 +244,7 @@ def _merge(name: str, groups: list[RawGroup]) -> _Group:
     rules.sort(key=lambda r: (-r.priority, not r.allow))
     delay = next((g.crawl_delay for g in groups if g.crawl_delay is not None), None)
     rate = next((g.request_rate for g in groups if g.request_rate is not None), None)
-    return _Group(name, tuple(rules), delay, rate)
+    return _Group(name, tuple(rules), delay, rate, tuple(g.line for g in groups if g.line))
 
 
 class Robots:
@@ -317,6 +319,32 @@ class Robots:
             if rule.match(path):
                 return rule.allow or path == "/robots.txt"
         return True
+
+    def explain(self, url_or_path: str, agent: str) -> dict[str, Any]:
+        """Everything behind a decision, for people debugging a robots.txt.
+
+        Lists every rule of the chosen group that matches, most specific
+        first, so a surprising winner can be seen next to its competitors.
+        """
+        group = self._group(agent)
+        path = path_of(url_or_path)
+        norm = normalize(path)
+        d = self.decide(url_or_path, agent)
+        return {
+            "path": path,
+            "normalized": norm,
+            "agent_tokens": agent_tokens(agent),
+            "group": group.name,
+            "group_lines": list(group.lines),
+            "matching": [
+                {"rule": r.text, "line": r.line, "priority": r.priority}
+                for r in group.rules
+                if r.match(norm)
+            ],
+            "implicit": "/robots.txt is always allowed" if norm == "/robots.txt" else None,
+            "decision": "allowed" if d.allowed else "disallowed",
+            "note": self.note or None,
+        }
 
     def crawl_delay(self, agent: str) -> float | None:
         """Seconds between requests asked by the agent's group, if any.
