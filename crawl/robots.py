@@ -9,8 +9,8 @@ status table:
     robots.crawl_delay("crawl"), robots.sitemaps
     for_status(503)                            # -> DISALLOW_ALL (section 2.3.1.4)
 
-Parsing (crawl.robots_parse) and matching (here) are separate, as in
-google/robotstxt, but the result is an immutable value rather than a
+Parsing (crawl.robots_parse), matching (crawl.robots_match) and the
+group logic (here) are separate, as in google/robotstxt, but the result is an immutable value rather than a
 stateful matcher, so one parsed file can be shared by every fetch task.
 
 Matching is on the hot path of every fetch, so each pattern is compiled
@@ -23,11 +23,10 @@ group chosen for an agent is cached per agent string.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .robots_match import Rule, compile_rule, normalize, path_of
 from .robots_parse import MAX_BYTES, RawGroup, RawRule, agent_tokens, parse_text
 
 __all__ = [
@@ -42,167 +41,6 @@ __all__ = [
     "parse",
     "path_of",
 ]
-
-_HEX = "0123456789ABCDEF"
-_HEXSET = frozenset(b"0123456789abcdefABCDEF")
-# RFC 3986 unreserved characters: their encoded and plain forms are the same.
-_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-# Inside a query ":", "/", "?" and "@" delimit nothing, so "%3A" == ":" there
-# (RFC 9309 section 2.2.2, figure 4, second row). In the path "%2F" != "/".
-_QUERY_PLAIN = frozenset(b":/?@")
-# Characters a URL never carries unencoded (RFC 3986 excludes them).
-_ALWAYS_ENCODE = frozenset(b'"<>\\^`{|}')
-# Anything outside plain printable ASCII, or one of "% * $" and the above.
-_NEEDS_WORK = re.compile(r'[^\x21-\x7e]|[%*$"<>\\^`{|}]')
-
-
-def _pct(b: int) -> str:
-    return "%" + _HEX[b >> 4] + _HEX[b & 15]
-
-
-def _canon(data: bytes, pattern: bool) -> str:
-    out: list[str] = []
-    in_query = False
-    i, n = 0, len(data)
-    while i < n:
-        b = data[i]
-        if b == 0x25:  # "%"
-            if i + 2 < n and data[i + 1] in _HEXSET and data[i + 2] in _HEXSET:
-                v = int(data[i + 1 : i + 3], 16)
-                if v in _UNRESERVED or (in_query and v in _QUERY_PLAIN):
-                    out.append(chr(v))
-                else:
-                    out.append(_pct(v))
-                i += 3
-                continue
-            out.append("%25")
-        elif b == 0x2A and pattern:
-            out.append("*")  # the wildcard; a literal "*" is "%2A"
-        elif 0x21 <= b <= 0x7E and b not in _ALWAYS_ENCODE and b != 0x2A and b != 0x24:
-            out.append(chr(b))
-            if b == 0x3F:
-                in_query = True
-        else:
-            out.append(_pct(b))
-        i += 1
-    return "".join(out)
-
-
-def normalize(text: str, pattern: bool = False) -> str:
-    """Bring a path (or a rule pattern) to one canonical spelling.
-
-    RFC 9309 section 2.2.2 compares paths after percent-encoding octets
-    outside US-ASCII and decoding encoded unreserved characters; we also
-    upper-case hex digits, encode characters a URL may not carry plainly,
-    and spell a literal "*" or "$" as "%2A" / "%24" (section 2.2.3), so
-    both sides can be compared as plain text. With ``pattern`` a raw "*"
-    stays the wildcard.
-    """
-    if text.isascii() and not _NEEDS_WORK.search(text):
-        return text  # the common case: nothing to do
-    return _canon(text.encode("utf-8", "surrogateescape"), pattern)
-
-
-def path_of(url: str) -> str:
-    """The path, params and query of a URL, as robots.txt rules see it.
-
-    A port of google/robotstxt's GetPathParamsQuery: the fragment is dropped,
-    a missing path is "/", and a bare path or "?query" is accepted too.
-    """
-    start = 2 if url.startswith("//") else 0
-    early = _find_any(url, "/?;", start)
-    proto = url.find("://", start)
-    if proto < 0 or (early >= 0 and early < proto):
-        proto = start
-    else:
-        proto += 3
-    path_start = _find_any(url, "/?;", proto)
-    if path_start < 0:
-        return "/"
-    hash_at = url.find("#", start)
-    if 0 <= hash_at < path_start:
-        return "/"
-    end = len(url) if hash_at < 0 else hash_at
-    path = url[path_start:end]
-    return path if path.startswith("/") else "/" + path
-
-
-def _find_any(s: str, chars: str, start: int) -> int:
-    found = [i for i in (s.find(c, start) for c in chars) if i >= 0]
-    return min(found) if found else -1
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One compiled allow/disallow rule."""
-
-    allow: bool
-    pattern: str  # as written in the file
-    line: int | None
-    priority: int  # octets of the normalised pattern (RFC 9309 section 2.2.2)
-    match: Callable[[str], bool]
-
-    @property
-    def text(self) -> str:
-        return f"{'Allow' if self.allow else 'Disallow'}: {self.pattern}"
-
-
-def compile_rule(allow: bool, pattern: str, line: int | None) -> Rule | None:
-    """Compile a pattern; None for an empty one (it matches nothing).
-
-    "*" matches any run of characters and a final "$" anchors the end
-    (section 2.2.3); "%2A" and "%24" are the literal characters. A pattern
-    not starting with "/" or "*" gets a "/" in front, as lenient parsers do.
-    The priority is the length of the normalised pattern in octets, so the
-    same rule weighs the same however it was percent-encoded.
-    """
-    if not pattern:
-        return None
-    anchored = pattern.endswith("$")
-    body = normalize(pattern[:-1] if anchored else pattern, pattern=True)
-    if not body.startswith(("/", "*")):
-        body = "/" + body
-    parts = body.split("*")
-    priority = len(body) + anchored
-    if len(parts) == 1:
-        lit = parts[0]
-        fn: Callable[[str], bool] = lit.__eq__ if anchored else _startswith(lit)
-    else:
-        fn = _glob(parts, anchored)
-    return Rule(allow, pattern, line, priority, fn)
-
-
-def _startswith(lit: str) -> Callable[[str], bool]:
-    def match(path: str) -> bool:
-        return path.startswith(lit)
-
-    return match
-
-
-def _glob(parts: list[str], anchored: bool) -> Callable[[str], bool]:
-    """Match literal parts separated by "*" in linear time.
-
-    Not a regular expression: a hostile "a*a*a*...b" pattern would make a
-    backtracking engine take exponential time. Placing each middle part at
-    its leftmost occurrence is optimal for "*"-only patterns, so one
-    ``str.find`` per part decides.
-    """
-    first, mids, last = parts[0], tuple(parts[1:-1]), parts[-1]
-
-    def match(path: str) -> bool:
-        if not path.startswith(first):
-            return False
-        pos = len(first)
-        for seg in mids:
-            at = path.find(seg, pos)
-            if at < 0:
-                return False
-            pos = at + len(seg)
-        if anchored:
-            return len(path) - len(last) >= pos and path.endswith(last)
-        return path.find(last, pos) >= 0
-
-    return match
 
 
 @dataclass(frozen=True, slots=True)
