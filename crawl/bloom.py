@@ -1,0 +1,223 @@
+"""A register-blocked Bloom filter over 64-bit URL fingerprints.
+
+Why blocked: a classic Bloom filter probes k scattered bits per key, which in
+Python means k interpreted steps per URL. Here every key lives in one 64-bit
+word (its *block*) and sets a *pattern* of exactly k distinct bits inside it,
+taken from a table of 16,384 precomputed patterns. A check is one multiply,
+one table lookup and one AND: a handful of bytecodes per URL, which is what
+lets ``crawl seen`` check hundreds of thousands of URLs a second without
+numpy. The price is a slightly higher false-positive rate for the same
+memory (the load per block varies), so the filter is sized with the exact
+formula for this layout (:func:`false_positive_rate`), not the textbook one.
+
+The input is already a uniform hash (xxh3 of the canonical URL), so the block
+comes from the high 32 bits and the pattern from the low 14 bits: no extra
+hashing. Sizing follows Putze, Sanders and Singler, "Cache-, hash- and
+space-efficient Bloom filters" (2007), section 3.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from array import array
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import xxhash
+
+WORD_BITS = 64
+PATTERNS = 1 << 14  # 16,384 masks: 55 ms to build, costs 1% more memory than 65,536
+_PMASK = PATTERNS - 1
+_MAGIC = b"CRWLBLM1"
+_HEADER = struct.Struct(">8sIIQQQ")  # magic, version, k, blocks, added, covers
+_VERSION = 1
+_M64 = (1 << 64) - 1
+
+
+@lru_cache(maxsize=4)
+def patterns(k: int) -> tuple[int, ...]:
+    """The 16,384 masks of ``k`` distinct bits, identical on every machine.
+
+    Derived from xxh3 (not ``random``) so a filter saved by one Python
+    version reads back correctly under another.
+    """
+    if not 1 <= k <= 32:
+        raise ValueError(f"k must be between 1 and 32, got {k}")
+    out = []
+    h = xxhash.xxh3_64_intdigest
+    for p in range(PATTERNS):
+        mask = 0
+        bits = 0
+        r = 0
+        left = 0
+        j = 0
+        while bits < k:
+            if not left:
+                # one hash gives ten 6-bit draws; rejection keeps the k bits distinct
+                r = h(p.to_bytes(4, "big") + j.to_bytes(2, "big"))
+                j += 1
+                left = 10
+            b = r & 63
+            r >>= 6
+            left -= 1
+            if not mask >> b & 1:
+                mask |= 1 << b
+                bits += 1
+        out.append(mask)
+    return tuple(out)
+
+
+def _block_fp(k: int, load: float) -> float:
+    """False-positive rate of one block holding Poisson(``load``) keys."""
+    total = math.comb(WORD_BITS, k)
+    # P(i given bits all unset after one key) = C(64-i, k) / C(64, k)
+    q = [math.comb(WORD_BITS - i, k) / total for i in range(k + 1)]
+    signs = [(-1) ** i * math.comb(k, i) for i in range(k + 1)]
+    top = int(load + 12 * math.sqrt(load) + 30)
+    fp = 0.0
+    pois = math.exp(-load)  # P(j = 0)
+    powers = [1.0] * (k + 1)  # q_i ** j, kept incrementally
+    miss = 1.0 - 1.0 / PATTERNS
+    miss_j = 1.0
+    for j in range(top + 1):
+        if j:
+            pois *= load / j
+            powers = [a * b for a, b in zip(powers, q, strict=True)]
+            miss_j *= miss
+        # inclusion-exclusion: P(all k query bits set | j keys in the block)
+        covered = sum(s * a for s, a in zip(signs, powers, strict=True))
+        # two keys that drew the very same pattern always collide
+        covered += (1.0 - covered) * (1.0 - miss_j)
+        fp += pois * covered
+    return fp
+
+
+def false_positive_rate(n: int, blocks: int, k: int) -> float:
+    """Expected false-positive rate with ``n`` keys in ``blocks`` 64-bit words."""
+    if n <= 0:
+        return 0.0
+    return _block_fp(k, n / blocks)
+
+
+@lru_cache(maxsize=64)
+def _best_load(k: int, target: float) -> float:
+    """The highest keys-per-block load for which pattern size ``k`` meets ``target``."""
+    lo, hi = 1e-3, 32.0
+    if _block_fp(k, lo) > target:
+        return 0.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if _block_fp(k, mid) <= target:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def size_for(n: int, fp_rate: float) -> tuple[int, int]:
+    """(blocks, k) using the least memory for ``n`` keys at ``fp_rate``."""
+    if not 0 < fp_rate < 1:
+        raise ValueError(f"false-positive rate must be between 0 and 1, got {fp_rate}")
+    n = max(int(n), 1)
+    best: tuple[int, int] | None = None
+    for k in range(1, 17):
+        load = _best_load(k, fp_rate)
+        if load <= 0:
+            continue
+        blocks = max(1, math.ceil(n / load))
+        if best is not None and blocks > best[0]:
+            break  # memory is unimodal in k: past the optimum it only grows
+        if best is None or blocks < best[0]:
+            best = (blocks, k)
+    if best is None:
+        raise ValueError(f"false-positive rate {fp_rate} is too low for a blocked filter")
+    return best
+
+
+class BloomFilter:
+    """Answers "definitely new" or "maybe seen" for 64-bit fingerprints.
+
+    ``covers`` is bookkeeping for the owner: how many entries of the exact
+    set this filter was built from, so a stale file can be detected.
+    """
+
+    def __init__(self, blocks: int, k: int, *, words: array | None = None) -> None:
+        if blocks < 1:
+            raise ValueError("a Bloom filter needs at least one block")
+        self.blocks = blocks
+        self.k = k
+        self.words = words if words is not None else array("Q", bytes(8 * blocks))
+        self.patterns = patterns(k)
+        self.added = 0
+        self.covers = 0
+
+    @classmethod
+    def for_capacity(cls, n: int, fp_rate: float = 0.01) -> BloomFilter:
+        blocks, k = size_for(n, fp_rate)
+        return cls(blocks, k)
+
+    @property
+    def nbytes(self) -> int:
+        return self.blocks * 8
+
+    def expected_fp_rate(self, n: int | None = None) -> float:
+        """The sizing formula evaluated at ``n`` keys (default: as many as added)."""
+        return false_positive_rate(self.added if n is None else n, self.blocks, self.k)
+
+    def add_many(self, fps: Iterable[int]) -> None:
+        words, pats, nb, pm = self.words, self.patterns, self.blocks, _PMASK
+        n = 0
+        for fp in fps:
+            words[(fp >> 32) * nb >> 32] |= pats[fp & pm]
+            n += 1
+        self.added += n
+
+    def maybe_many(self, fps: Sequence[int]) -> list[bool]:
+        """For each fingerprint: False means definitely never added."""
+        words, pats, nb, pm = self.words, self.patterns, self.blocks, _PMASK
+        out = []
+        append = out.append
+        for fp in fps:
+            m = pats[fp & pm]
+            append(words[(fp >> 32) * nb >> 32] & m == m)
+        return out
+
+    def __contains__(self, fp: int) -> bool:
+        m = self.patterns[fp & _PMASK]
+        return self.words[(fp >> 32) * self.blocks >> 32] & m == m
+
+    # -- persistence ---------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write atomically (temp file + rename): a crash leaves the old file or none."""
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            f.write(_HEADER.pack(_MAGIC, _VERSION, self.k, self.blocks, self.added, self.covers))
+            self.words.tofile(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> BloomFilter | None:
+        """The saved filter, or None when the file is missing or damaged (rebuild it)."""
+        try:
+            with open(path, "rb") as f:
+                head = f.read(_HEADER.size)
+                if len(head) != _HEADER.size:
+                    return None
+                magic, version, k, blocks, added, covers = _HEADER.unpack(head)
+                if magic != _MAGIC or version != _VERSION or not 1 <= k <= 32 or blocks < 1:
+                    return None
+                words = array("Q")
+                words.fromfile(f, blocks)
+                if f.read(1):
+                    return None
+        except (OSError, EOFError, ValueError):
+            return None
+        bf = cls(blocks, k, words=words)
+        bf.added, bf.covers = added, covers
+        return bf
