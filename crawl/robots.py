@@ -27,13 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .robots_match import Rule, compile_rule, normalize, path_of
-from .robots_parse import MAX_BYTES, RawGroup, RawRule, agent_tokens, parse_text
+from .robots_parse import MAX_BYTES, RawGroup, RawRule, RequestRate, agent_tokens, parse_text
 
 __all__ = [
     "ALLOW_ALL",
     "DISALLOW_ALL",
     "MAX_BYTES",
     "Decision",
+    "RequestRate",
     "Robots",
     "Rule",
     "for_status",
@@ -64,7 +65,7 @@ class _Group:
     name: str
     rules: tuple[Rule, ...]  # most specific first; allow before disallow on a tie
     crawl_delay: float | None
-    request_rate: tuple[int, float] | None
+    request_rate: RequestRate | None
     lines: tuple[int, ...] = ()  # where the merged groups start in the file
 
 
@@ -80,8 +81,8 @@ def _merge(name: str, groups: list[RawGroup]) -> _Group:
             if c is not None:
                 rules.append(c)
     rules.sort(key=lambda r: (-r.priority, not r.allow))
-    delay = next((g.crawl_delay for g in groups if g.crawl_delay is not None), None)
-    rate = next((g.request_rate for g in groups if g.request_rate is not None), None)
+    delay = next((g.delays[name] for g in groups if name in g.delays), None)
+    rate = next((g.rates[name] for g in groups if name in g.rates), None)
     return _Group(name, tuple(rules), delay, rate, tuple(g.line for g in groups if g.line))
 
 
@@ -191,8 +192,8 @@ class Robots:
         """
         return self._group(agent).crawl_delay
 
-    def request_rate(self, agent: str) -> tuple[int, float] | None:
-        """(requests, seconds) from a Request-rate line, if any (non-standard)."""
+    def request_rate(self, agent: str) -> RequestRate | None:
+        """The agent's Request-rate line, if any (not part of RFC 9309)."""
         return self._group(agent).request_rate
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # RFC 9309 section 2.5: "the parsing limit MUST be at least 500 kibibytes".
 MAX_BYTES = 500 * 1024
@@ -44,6 +45,16 @@ class RawRule:
     line: int
 
 
+class RequestRate(NamedTuple):
+    """A Request-rate line: ``requests`` per ``seconds``, maybe only between
+    ``start_time`` and ``end_time`` ("HH:MM", UTC)."""
+
+    requests: int
+    seconds: float
+    start_time: str | None = None
+    end_time: str | None = None
+
+
 @dataclass(slots=True)
 class RawGroup:
     """A group (RFC 9309 section 2.1): user-agent lines, then their rules.
@@ -54,8 +65,10 @@ class RawGroup:
     agents: list[str] = field(default_factory=list)
     agent_lines: list[str] = field(default_factory=list)
     rules: list[RawRule] = field(default_factory=list)
-    crawl_delay: float | None = None
-    request_rate: tuple[int, float] | None = None
+    # Crawl-delay and Request-rate are not part of RFC 9309: they apply to
+    # the user-agent lines just above them (first value wins per agent).
+    delays: dict[str, float] = field(default_factory=dict)
+    rates: dict[str, RequestRate] = field(default_factory=dict)
     line: int = 0
 
 
@@ -180,16 +193,25 @@ def parse_delay(value: str) -> float | None:
     return delay
 
 
-_RATE = re.compile(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
+_RATE = re.compile(
+    r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)(?:\s*([smhd])(?![a-z]))?(?:\s+(\d\d):?(\d\d)\s*-\s*(\d\d):?(\d\d))?",
+    re.IGNORECASE,
+)
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def parse_rate(value: str) -> tuple[int, float] | None:
+def parse_rate(value: str) -> RequestRate | None:
+    """"1/10s", "100/15m", "10/60", "1/10s 1820-1940" (requests/period [window])."""
     m = _RATE.match(value)
     if not m:
         return None
-    n, secs = int(m.group(1)), float(m.group(2)) * _UNIT[m.group(3).lower()]
-    return (n, secs) if n > 0 and secs > 0 else None
+    n, secs = int(m.group(1)), float(m.group(2)) * _UNIT[(m.group(3) or "").lower()]
+    if n <= 0 or secs <= 0:
+        return None
+    start = end = None
+    if m.group(4):
+        start, end = f"{m.group(4)}:{m.group(5)}", f"{m.group(6)}:{m.group(7)}"
+    return RequestRate(n, secs, start, end)
 
 
 def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
@@ -206,6 +228,8 @@ def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
     sitemaps: list[str] = []
     current: RawGroup | None = None
     in_agents = False
+    run: list[str] = []  # the latest run of user-agent lines
+    run_closed = False  # an extension line came after that run
     for lineno, raw in enumerate(lines, 1):
         kv = key_value(raw)
         if kv is None:
@@ -216,7 +240,11 @@ def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
                 current = RawGroup(line=lineno)
                 groups.append(current)
                 in_agents = True
-            current.agents.append(agent_token(value))
+                run, run_closed = [], False
+            if run_closed:
+                run, run_closed = [], False
+            run.append(agent_token(value))
+            current.agents.append(run[-1])
             current.agent_lines.append(value)
         elif _is(key, _DISALLOW) or _is(key, _ALLOW):
             if current is None:
@@ -226,10 +254,20 @@ def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
         elif _is(key, _SITEMAP):
             if value:
                 sitemaps.append(value)
-        elif _is(key, _CRAWL_DELAY):
-            if current is not None and current.crawl_delay is None:
-                current.crawl_delay = parse_delay(value)
-        elif _is(key, _REQUEST_RATE):
-            if current is not None and current.request_rate is None:
-                current.request_rate = parse_rate(value)
+        elif _is(key, _CRAWL_DELAY) or _is(key, _REQUEST_RATE):
+            # Not in RFC 9309: these never end a group (section 2.2.4), they
+            # only attach to the agents of the latest user-agent run.
+            if current is None:
+                continue
+            run_closed = True
+            if _is(key, _CRAWL_DELAY):
+                delay = parse_delay(value)
+                if delay is not None:
+                    for a in run:
+                        current.delays.setdefault(a, delay)
+            else:
+                rate = parse_rate(value)
+                if rate is not None:
+                    for a in run:
+                        current.rates.setdefault(a, rate)
     return Parsed(groups, sitemaps, truncated, size)
