@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .robots_match import Rule, compile_rule, normalize, path_of
+from .robots_match import Rule, compile_rule, glob_match, normalize, path_of
 from .robots_parse import MAX_BYTES, RawGroup, RawRule, RequestRate, agent_tokens, parse_text
 
 __all__ = [
@@ -86,6 +86,17 @@ def _merge(name: str, groups: list[RawGroup]) -> _Group:
     return _Group(name, tuple(rules), delay, rate, tuple(g.line for g in groups if g.line))
 
 
+def _names(agents: list[str], token: str) -> bool:
+    """Does a group's user-agent list name this token?
+
+    Exactly, or through a "*" inside a name ("foo*bot"), which some files
+    use; such a group then applies to us, the polite reading.
+    """
+    if token in agents:
+        return True
+    return any("*" in a and a != "*" and glob_match(a, token) for a in agents)
+
+
 class Robots:
     """A parsed robots.txt: an immutable value, safe to share and cache.
 
@@ -122,7 +133,7 @@ class Robots:
             return got
         got = None
         for token in agent_tokens(agent):
-            mine = [g for g in self._groups if token != "*" and token in g.agents]
+            mine = [g for g in self._groups if token != "*" and _names(g.agents, token)]
             if mine:
                 got = _merge(token, mine)
                 break

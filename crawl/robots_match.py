@@ -173,3 +173,8 @@ def _glob(parts: list[str], anchored: bool) -> Callable[[str], bool]:
         return path.find(last, pos) >= 0
 
     return match
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """Whole-string match of a "*" pattern (used for user-agent names)."""
+    return _glob(pattern.split("*"), anchored=True)(text)
