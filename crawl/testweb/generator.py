@@ -92,6 +92,13 @@ class WebConfig:
             raise ValueError("pages must be at least 2")
         if not 1 <= self.addresses <= 254 * 250:
             raise ValueError("addresses must be between 1 and 63,500")
+        if self.mix not in ("default", "plain"):
+            names = {m.strip() for m in self.mix.split(",") if m.strip()}
+            unknown = names - set(BEHAVIOURS) - set(ROBOTS_VARIANTS)
+            if unknown or not names:
+                known = ", ".join(sorted(set(BEHAVIOURS) | set(ROBOTS_VARIANTS)))
+                raise ValueError(f"unknown behaviour(s) in --mix: {', '.join(sorted(unknown)) or '(none)'}; "
+                                 f"use default, plain or a comma list of: {known}")
 
 
 @dataclass(frozen=True)
