@@ -13,6 +13,9 @@ Kinds (``v`` = 1); fields marked * are required:
             due (unix seconds, earliest fetch), parent, reason, fp, surt.
 ``link``    a URL discovered on a page (same fields as ``url``, plus
             position, rel, anchor, trap). Accepted wherever ``url`` is.
+            ``crawl parse`` also sets source (a, area, link, iframe, frame,
+            meta-refresh, redirect, sitemap, sitemap-index), host, canon_v,
+            and lastmod, changefreq for sitemap entries.
 ``lease``   a URL handed out by the frontier for one fetch.
             lease*, url*, host*, attempt*, deadline* (unix seconds), plus the
             url record's fields.
