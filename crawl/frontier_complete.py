@@ -73,7 +73,6 @@ def complete_one(t: Tx, rec: Record) -> Record:
     lease_id = _parse_lease(rec["lease"])
     raw = t.txn.get(hq.u64(lease_id), db=t.dl) if lease_id is not None else None
     if raw is None:
-        t.count("unknown_lease")
         return _event(
             t, rec, "frontier.unknown-lease",
             error=f"lease {rec['lease']!r} is unknown or expired; its URL was (or will be) leased again",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .frontier import Frontier
 
 _COUNTERS = ("added", "leased", "done", "dropped", "retried", "backoffs", "expired",
-             "dropped_host_cap", "unknown_lease")
+             "dropped_host_cap")
 
 
 def _int(txn: Any, db: Any, key: bytes) -> int:
