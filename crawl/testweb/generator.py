@@ -155,6 +155,7 @@ class Web:
         self.host = functools.lru_cache(maxsize=65536)(self._host)
         self.page = functools.lru_cache(maxsize=65536)(self._page)
         self.path = functools.lru_cache(maxsize=65536)(self._path)  # type: ignore[method-assign]
+        self.base = functools.lru_cache(maxsize=65536)(self._base)  # type: ignore[method-assign]
         self.host_index = functools.lru_cache(maxsize=65536)(self._host_index)  # type: ignore[method-assign]
         self.page_index = functools.lru_cache(maxsize=65536)(self._page_index)  # type: ignore[method-assign]
 
@@ -225,6 +226,10 @@ class Web:
         return Host(i, self.host_name(i), self.address(i), behaviour, robots, mirror_of)
 
     def base(self, i: int) -> str:
+        """``http://NAME:PORT``: URLs carry the port, the server is not on port 80."""
+        return self._base(i)
+
+    def _base(self, i: int) -> str:
         return f"http://{self.host_name(i)}:{self.config.port}"
 
     def url(self, i: int, path: str) -> str:
