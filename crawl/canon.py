@@ -14,20 +14,23 @@ Steps, in order:
    default port, resolves dot segments (also ``%2e``), makes an empty path
    ``/`` and percent-encodes what must be encoded.
 2. Scheme check: only ``http`` and ``https`` are crawled.
-3. :data:`RULES`, the policy part (each a small function, see below).
+3. :data:`RULES`, the policy part: small functions in order, kept with
+   their lists and :class:`CanonConfig` in :mod:`crawl.canon_rules`.
 4. Host check (DNS-shaped names only) and the length limit.
 
 The rules are policy, not parsing: dropping tracking parameters and sorting
 the query is a heuristic that merges two distinct pages on the rare site
 where parameter order matters, which is why it is all in one place.
 
-**Parser choice.** ``ada-url`` (C++ WHATWG parser, called through its C API
-with one parse and one offsets read per URL) against ``urllib.parse`` on
-the realistic URLs of ``scripts/bench_canon.py`` (2 shared cores):
-ada parse+href 1.5 us/URL, ``urlsplit`` 1.9 us/URL. ``urlsplit`` only splits
-(no IDNA, dot segments, IPv4 forms or percent-encoding), so doing those in
-Python would cost several times more; ada gives WHATWG conformance and is
-the faster of the two. Whole function: see README ("Canonicalisation").
+**Parser choice.** ``ada-url`` (the C++ WHATWG parser) through its C API:
+one parse, the href and the component offsets per URL, no Python URL
+object. Measured by ``scripts/bench_canon.py`` on 100k realistic URLs (2
+shared cores): ada C API 1.6 us/URL, ada's Python ``URL`` class 4.6 us/URL,
+``urllib.parse.urlsplit`` + ``geturl`` 4.9 us/URL although it only splits
+(no IDNA, dot segments, IPv4 forms, percent-encoding or base resolution,
+all of which would then be ours to write in Python). So ada is both the
+conformant and the fast choice. The whole function runs at ~3.3x
+``w3lib.url.canonicalize_url`` (README, "Canonicalisation").
 
 **Fingerprint.** ``fp`` is XXH3-64 (xxhash, seed 0) of the canonical URL's
 UTF-8 bytes (it is ASCII): fast, stable across platforms and versions, and
@@ -46,24 +49,25 @@ lowercase the path: the key stays one-to-one with the canonical URL
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 import xxhash
 from ada_url._ada_wrapper import ffi, lib
 
+from .canon_rules import (
+    DEFAULT,
+    RULES,
+    SESSION_PARAMS,
+    SESSION_PREFIXES,
+    TRACKING_PARAMS,
+    TRACKING_PREFIXES,
+    CanonConfig,
+    _Parts,
+)
+from .canon_why import parse_notes, refusal
+
 CANON_VERSION = 1
 """Bump when any rule, default list or output form changes."""
-
-TRACKING_PARAMS = frozenset({
-    "gclid", "fbclid", "mc_eid", "mc_cid", "msclkid", "dclid", "gbraid",
-    "wbraid", "yclid", "igshid", "_hsenc", "_hsmi",
-})
-TRACKING_PREFIXES = ("utm_",)
-SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "sid", "cfid", "cftoken"})
-SESSION_PREFIXES = ("aspsessionid",)  # ASPSESSIONIDxxxxxxxx
 
 
 class CanonError(ValueError):
@@ -80,65 +84,11 @@ class CanonError(ValueError):
         self.detail = detail or reason
 
 
-@dataclass(frozen=True, slots=True)
-class CanonConfig:
-    """What the policy rules strip. Parameter names compare case-insensitively.
-
-    ``strip_params``/``strip_prefixes`` are the tracking rule,
-    ``session_params``/``session_prefixes`` the session rules (query and
-    ``;name=`` path parameters). Use :meth:`with_strip` to add names.
-    """
-
-    max_length: int = 2048
-    strip_params: frozenset[str] = TRACKING_PARAMS
-    strip_prefixes: tuple[str, ...] = TRACKING_PREFIXES
-    session_params: frozenset[str] = SESSION_PARAMS
-    session_prefixes: tuple[str, ...] = SESSION_PREFIXES
-    sort_query: bool = True
-    strip_userinfo: bool = True
-    # Compiled from the lists: a C-speed "anything to strip here?" probe.
-    _session_path_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    _session_query_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    _tracking_query_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        for attr in ("strip_params", "session_params"):
-            object.__setattr__(self, attr, frozenset(n.lower() for n in getattr(self, attr)))
-        for attr in ("strip_prefixes", "session_prefixes"):
-            object.__setattr__(self, attr, tuple(n.lower() for n in getattr(self, attr)))
-        session = _names_re(self.session_params, self.session_prefixes, "[^=/;&]*")
-        tracking = _names_re(self.strip_params, self.strip_prefixes, "[^=&]*")
-        object.__setattr__(self, "_session_path_re",
-                           re.compile(f";{session}=[^/;]*", re.IGNORECASE))
-        for attr, names in (("_session_query_re", session), ("_tracking_query_re", tracking)):
-            object.__setattr__(self, attr, re.compile(f"(?:^|&){names}(?:=|&|$)"))
-
-    def with_strip(self, names: Iterable[str]) -> CanonConfig:
-        """Also strip these query parameters; ``name*`` strips a prefix."""
-        exact = set(self.strip_params)
-        prefixes = list(self.strip_prefixes)
-        for name in names:
-            name = name.strip().lower()
-            if name.endswith("*"):
-                prefixes.append(name[:-1])
-            elif name:
-                exact.add(name)
-        return replace(self, strip_params=frozenset(exact), strip_prefixes=tuple(prefixes))
-
-
-def _names_re(exact: Iterable[str], prefixes: Iterable[str], rest: str) -> str:
-    alts = [re.escape(n) for n in sorted(exact)] + [re.escape(p) + rest for p in prefixes]
-    return "(?:" + ("|".join(alts) or "(?!)") + ")"
-
-
-DEFAULT = CanonConfig()
-
-
 class Canonical(NamedTuple):
     """A canonical URL with its keys. ``host`` is the politeness key.
 
     Immutable; a NamedTuple rather than a frozen dataclass because it is
-    built once per link on the hot path and is four times cheaper to make.
+    built once per link on the hot path and is about five times cheaper to make.
     """
 
     url: str
@@ -153,21 +103,6 @@ class Canonical(NamedTuple):
 
 _new_canonical = tuple.__new__  # skips NamedTuple's Python-level __new__
 _xxh3 = xxhash.xxh3_64_intdigest
-
-
-class _Parts:
-    """The parsed URL the rules edit in place (special schemes only)."""
-
-    __slots__ = ("scheme", "userinfo", "host", "port", "path", "query", "fragment",
-                 "reparse")
-
-    def render(self) -> str:
-        url = f"{self.scheme}://{self.userinfo}{self.host}{self.port}{self.path}"
-        if self.query is not None:
-            url += "?" + self.query
-        if self.fragment is not None:
-            url += "#" + self.fragment
-        return url
 
 
 _OMITTED = 0xFFFFFFFF
@@ -198,7 +133,7 @@ def _parse(text: str, base: str | None) -> _Offsets:
         u = lib.ada_parse_with_base(raw, len(raw), braw, len(braw))
     try:
         if not _ada_is_valid(u):
-            raise _diagnose(text, base)
+            raise CanonError(*refusal(text, base))
         s = _ada_get_href(u)
         href = _unpack(s.data, s.length).decode()
         if not href.startswith(("http:", "https:")):
@@ -231,137 +166,6 @@ def _parts(href: str, hs: int, he: int, ps: int, qs: int, fs: int) -> _Parts:
     p.fragment = None if fs == _OMITTED else href[fs + 1 :]
     p.reparse = False
     return p
-
-
-_SCHEME_RE = re.compile(r"[\x00-\x20]*([A-Za-z][A-Za-z0-9+.\-]*):")
-_AUTHORITY_RE = re.compile(r"[/\\]*([^/\\?#]*)")
-
-
-def _diagnose(text: str, base: str | None) -> CanonError:
-    """Say why the WHATWG parser refused ``text`` (it only says no)."""
-    m = _SCHEME_RE.match(text)
-    if m is None:
-        if base is None:
-            return CanonError("relative-without-base", "relative URL and no base to resolve it")
-        if not lib.ada_can_parse(base.encode(), len(base.encode())):
-            return CanonError("invalid-base", f"base {base[:100]!r} is not a valid URL")
-        return CanonError("invalid-url", "cannot be resolved against the base")
-    scheme = m.group(1).lower()
-    if scheme not in ("http", "https"):
-        return CanonError("unsupported-scheme", f"scheme {scheme!r} is not http or https")
-    authority = _AUTHORITY_RE.match(text, m.end()).group(1)  # type: ignore[union-attr]
-    hostport = authority.rpartition("@")[2]
-    host, colon, port = hostport.rpartition(":")
-    if colon and "]" not in port and (not port.isascii() or not port.isdigit()
-                                      or int(port) > 65535):
-        return CanonError("invalid-port", f"port {port[:20]!r} is not a number up to 65535")
-    return CanonError("invalid-host", f"host {hostport[:100]!r} is not a valid host name")
-
-
-# -- the policy rules, in order; each edits _Parts in place --------------------
-
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-_PCT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
-
-
-def _pct_fix(m: re.Match[str]) -> str:
-    ch = chr(int(m.group(1), 16))
-    return ch if ch in _UNRESERVED else "%" + m.group(1).upper()
-
-
-def _pct(s: str) -> str:
-    return _PCT_RE.sub(_pct_fix, s) if "%" in s else s
-
-
-def _root_dot(p: _Parts, cfg: CanonConfig) -> None:
-    """``example.com.`` is the same host as ``example.com`` (the DNS root)."""
-    if p.host.endswith("."):
-        p.host = p.host.rstrip(".")
-
-
-def _userinfo(p: _Parts, cfg: CanonConfig) -> None:
-    """Credentials are not part of a page's identity and must not reach logs."""
-    if p.userinfo and cfg.strip_userinfo:
-        p.userinfo = ""
-
-
-def _fragment(p: _Parts, cfg: CanonConfig) -> None:
-    """A fragment never reaches the server (RFC 9110 4.2.4 / RFC 3986 3.5)."""
-    p.fragment = None
-
-
-def _percent(p: _Parts, cfg: CanonConfig) -> None:
-    """RFC 3986 6.2.2.1-2: upper-case escapes, decode unreserved ones only."""
-    p.path = _pct(p.path)
-    if p.query:
-        p.query = _pct(p.query)
-    if p.userinfo:
-        p.userinfo = _pct(p.userinfo)
-
-
-def _session_path(p: _Parts, cfg: CanonConfig) -> None:
-    """``/a.jsp;jsessionid=XYZ`` names the same page as ``/a.jsp``."""
-    if ";" in p.path:
-        path = cfg._session_path_re.sub("", p.path)
-        if path != p.path:
-            p.path = path
-            p.reparse = True  # "/..;jsessionid=1/" became a dot segment
-
-
-def _drop_params(p: _Parts, probe: re.Pattern[str], exact: frozenset[str],
-                 prefixes: tuple[str, ...]) -> None:
-    q = p.query
-    # The href is ASCII, so lower() keeps offsets; a case-sensitive search
-    # on it is several times faster than re.IGNORECASE and usually misses.
-    if q and probe.search(q.lower()):
-        p.query = "&".join(
-            x for x in q.split("&")
-            if not ((n := x.partition("=")[0].lower()) in exact or n.startswith(prefixes))
-        )
-
-
-def _tracking(p: _Parts, cfg: CanonConfig) -> None:
-    """utm_*, gclid, fbclid, ...: who sent the visitor, not which page."""
-    _drop_params(p, cfg._tracking_query_re, cfg.strip_params, cfg.strip_prefixes)
-
-
-def _session_query(p: _Parts, cfg: CanonConfig) -> None:
-    """Session ids make one page look like infinitely many (a crawler trap)."""
-    _drop_params(p, cfg._session_query_re, cfg.session_params, cfg.session_prefixes)
-
-
-def _empty_query(p: _Parts, cfg: CanonConfig) -> None:
-    """``?`` alone and empty ``&&`` pairs carry nothing."""
-    q = p.query
-    if q is not None:
-        if "&&" in q or q.startswith("&") or q.endswith("&"):
-            q = "&".join(x for x in q.split("&") if x)
-        p.query = q or None
-
-
-def _sort_query(p: _Parts, cfg: CanonConfig) -> None:
-    """Order is not meaning on nearly every site; stable, so a=2&a=1 stays."""
-    if cfg.sort_query and p.query and "&" in p.query:
-        p.query = "&".join(sorted(p.query.split("&"), key=_param_name))
-
-
-def _param_name(pair: str) -> str:
-    return pair.partition("=")[0]
-
-
-Rule = Callable[[_Parts, CanonConfig], None]
-RULES: tuple[tuple[str, Rule], ...] = (
-    ("root-dot", _root_dot),
-    ("userinfo", _userinfo),
-    ("fragment", _fragment),
-    ("percent-encoding", _percent),
-    ("session-path-params", _session_path),
-    ("tracking-params", _tracking),
-    ("session-params", _session_query),
-    ("empty-query", _empty_query),
-    ("sort-query", _sort_query),
-)
-
 
 
 _LABEL_RE = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\Z")
@@ -439,7 +243,9 @@ def canonicalize(
         for _, rule in RULES:
             rule(p, config)
     else:
-        _trace_parse(trace, url, base, href, p)
+        if href != url:
+            notes = parse_notes(url, base, p.host, p.port, _is_ip(p.host))
+            trace.append({"rule": "whatwg-parse", "before": url, "after": href, "notes": notes})
         for name, rule in RULES:
             before = p.render()
             rule(p, config)
@@ -527,46 +333,9 @@ def registered_domain(host: str) -> str:
     return ".".join(host.split(".")[-2:])
 
 
-def _trace_parse(trace: list[dict[str, Any]], url: str, base: str | None,
-                 href: str, p: _Parts) -> None:
-    """Say, for people, what the WHATWG parse changed (one step in ada)."""
-    if href == url:
-        return
-    notes = []
-    try:
-        s = urlsplit(url.strip())
-        raw_host, raw_port = s.hostname or "", s.port
-    except ValueError:
-        s, raw_host, raw_port = None, "", None
-    if s is not None and not s.scheme:
-        notes.append(f"resolved against base {base}")
-    elif s is not None:
-        m = _SCHEME_RE.match(url)
-        if m and m.group(1) != m.group(1).lower():
-            notes.append("scheme lowercased")
-        netloc_host = s.netloc.rpartition("@")[2].rpartition(":")[0] or s.netloc
-        if not raw_host.isascii():
-            notes.append("host converted to IDNA (punycode)")
-        elif _is_ip(p.host) and p.host[0] != "[" and raw_host != p.host:
-            notes.append("IPv4 address normalised")
-        elif p.host[0] == "[" and raw_host != p.host.strip("[]"):
-            notes.append("IPv6 address normalised")
-        elif any(c.isupper() for c in netloc_host):
-            notes.append("host lowercased")
-        if raw_port is not None and not p.port:
-            notes.append(f"default port {raw_port} dropped")
-        if not s.path:
-            notes.append("empty path became /")
-        elif re.search(r"(^|/)(\.|%2e){1,2}(/|$)", s.path, re.IGNORECASE):
-            notes.append("dot segments resolved")
-        if not (s.path + s.query).isascii() or " " in url.strip():
-            notes.append("characters percent-encoded")
-    trace.append({"rule": "whatwg-parse", "before": url, "after": href,
-                  "notes": notes or ["normalised by WHATWG parsing"]})
-
-
 __all__ = [
-    "CANON_VERSION", "DEFAULT", "RULES", "SESSION_PARAMS", "TRACKING_PARAMS",
+    "CANON_VERSION", "DEFAULT", "RULES", "SESSION_PARAMS", "SESSION_PREFIXES",
+    "TRACKING_PARAMS", "TRACKING_PREFIXES",
     "CanonConfig", "CanonError", "Canonical", "canonicalize", "fingerprint",
     "host_of", "registered_domain", "surt",
 ]
