@@ -144,9 +144,26 @@ def _special_records(web: Web, i: int) -> Iterator[dict[str, Any]]:
         for path, ctype in (("/charset/bogus-label.html", "text/html; charset=x-no-such-charset"),
                             ("/charset/invalid-bytes.html", HTML), ("/charset/conflict.html", HTML)):
             yield _page_record(web, i, path, content_type=ctype, behaviour="charset")
-    if h.robots == "timeout":
-        yield _page_record(web, i, "/robots.txt", status=None, behaviour="robots-timeout",
-                           content_type=None, hang_seconds=web.config.hang)
+    yield from _robots_records(web, i)
+
+
+def _robots_records(web: Web, i: int) -> Iterator[dict[str, Any]]:
+    v = web.host(i).robots
+    common = {"disallowed": False, "content_type": "text/plain"}
+    if v == "timeout":
+        yield _page_record(web, i, "/robots.txt", **{**common, "content_type": None}, status=None,
+                           behaviour="robots-timeout", hang_seconds=web.config.hang)
+    elif v == "redirect":
+        yield _page_record(web, i, "/robots.txt", **common, status=301, behaviour="robots",
+                           location=web.url(i, "/robots-moved.txt"))
+        yield _page_record(web, i, "/robots-moved.txt", **common, status=302, behaviour="robots",
+                           location=web.url(i, "/policies/robots.txt"))
+        yield _page_record(web, i, "/policies/robots.txt", **common, behaviour="robots")
+    else:
+        status = {"404": 404, "500": 500}.get(v, 200)
+        ctype = HTML if status == 404 else "text/plain"
+        yield _page_record(web, i, "/robots.txt", **{**common, "content_type": ctype},
+                           status=status, behaviour="robots")
 
 
 def summary(web: Web, now: float, full: bool) -> dict[str, Any]:
