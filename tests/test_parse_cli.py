@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import subprocess
 import sys
 import time
@@ -10,7 +11,9 @@ from typing import Any
 
 import orjson
 import pytest
+from click.testing import CliRunner
 
+from crawl.commands import cli
 from crawl.state import CrawlDir
 from crawl.store import BodyBuffer, Capture, WarcWriter, http_block
 
@@ -36,6 +39,14 @@ def store_pages(warc_dir: Path, pages: list[tuple[str, list[tuple[str, str]], by
 def run(args: list[str], stdin: bytes, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "crawl", "parse", *args], input=stdin,
                           capture_output=True, timeout=60, cwd=cwd)
+
+
+def invoke(args: list[str], stdin: bytes) -> tuple[int, bytes]:
+    """In-process run (click's CliRunner): same command, no interpreter start."""
+    res = CliRunner().invoke(cli, ["parse", *args], input=stdin)
+    if res.exception and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return res.exit_code, res.stdout_bytes
 
 
 def lines(out: bytes) -> list[dict[str, Any]]:
@@ -98,17 +109,19 @@ def test_rejects_and_page_events(crawl: tuple[Path, list[dict[str, Any]]], tmp_p
     assert [r["kind"] for r in lines(mixed.stdout)] == ["link", "event"]
 
 
-def test_without_dir_reads_warc_paths_as_given(crawl: tuple[Path, list[dict[str, Any]]]) -> None:
+def test_without_dir_reads_warc_paths_as_given(
+        crawl: tuple[Path, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch) -> None:
     d, fetches = crawl
     warc = CrawlDir(d).warc
     absolute = [{**f, "warc": {**f["warc"], "file": str(warc / f["warc"]["file"])}} for f in fetches]
-    p = run([], ndjson(absolute[:1]))
-    assert p.returncode == 0, p.stderr
-    assert [r["url"] for r in lines(p.stdout)] == ["http://a.test/x"]
-    rel = run([], ndjson(fetches[:1]), cwd=warc)  # relative to the working directory
-    assert [r["url"] for r in lines(rel.stdout)] == ["http://a.test/x"]
-    via = run(["--warc-dir", str(warc)], ndjson(fetches[:1]))
-    assert [r["url"] for r in lines(via.stdout)] == ["http://a.test/x"]
+    code, out = invoke([], ndjson(absolute[:1]))
+    assert code == 0
+    assert [r["url"] for r in lines(out)] == ["http://a.test/x"]
+    via = invoke(["--warc-dir", str(warc)], ndjson(fetches[:1]))[1]
+    assert [r["url"] for r in lines(via)] == ["http://a.test/x"]
+    monkeypatch.chdir(warc)  # relative to the working directory
+    rel = invoke([], ndjson(fetches[:1]))[1]
+    assert [r["url"] for r in lines(rel)] == ["http://a.test/x"]
 
 
 def test_zstd_warcs(tmp_path: Path) -> None:
@@ -161,15 +174,24 @@ def test_spool_in_spool_out(crawl: tuple[Path, list[dict[str, Any]]], tmp_path: 
 
 def test_options_change_behaviour(tmp_path: Path) -> None:
     d = tmp_path / "o"
-    body = b"".join(
-        b'<a href="/p%d">%d</a>' % (i, i) for i in range(30)) + b'<a rel=nofollow href="/nf">n</a>'
+    body = b"".join(b'<a href="/p%d">%d</a>' % (i, i) for i in range(30))
+    body += b'<a rel=nofollow href="/nf">n</a><a href="/a/b/a/b">loop</a>'
     fetches = store_pages(CrawlDir(d).warc, [("http://o.test/", [("Content-Type", "text/html")], body)])
-    capped = lines(run(["--dir", str(d), "--max-links", "5"], ndjson(fetches)).stdout)
+    capped = lines(invoke(["--dir", str(d), "--max-links", "5"], ndjson(fetches))[1])
     assert len(capped) == 5
-    follow = lines(run(["--dir", str(d), "--follow-nofollow"], ndjson(fetches)).stdout)
-    assert follow[-1]["url"] == "http://o.test/nf" and len(follow) == 31
-    bad = run(["--dir", str(d), "--traps", "sometimes"], b"")
-    assert bad.returncode == 2
+    follow = lines(invoke(["--dir", str(d), "--follow-nofollow"], ndjson(fetches))[1])
+    assert [r["url"] for r in follow][-1] == "http://o.test/nf" and len(follow) == 31
+    demote = lines(invoke(["--dir", str(d), "--traps", "demote"], ndjson(fetches))[1])
+    assert demote[-1]["trap"] == "repeated-segments"
+    off = lines(invoke(["--dir", str(d), "--traps", "off"], ndjson(fetches))[1])
+    assert off[-1]["url"] == "http://o.test/a/b/a/b" and "trap" not in off[-1]
+    meta = store_pages(CrawlDir(d).warc, [("http://o.test/m", [("Content-Type", "text/html")],
+                                           b'<meta name="o" content="nofollow"><a href="/x">x</a>')])
+    assert len(lines(invoke(["--dir", str(d)], ndjson(meta))[1])) == 1
+    # the product token of --user-agent names the meta tag that applies to us
+    assert lines(invoke(["--dir", str(d), "--user-agent", "o/1.0 (+http://o.test)"],
+                        ndjson(meta))[1]) == []
+    assert invoke(["--dir", str(d), "--traps", "sometimes"], b"")[0] == 2
 
 
 def test_help_has_an_example() -> None:
@@ -177,3 +199,32 @@ def test_help_has_an_example() -> None:
                        text=True, timeout=60)
     assert p.returncode == 0
     assert "crawl parse --dir D" in p.stdout and "--max-links" in p.stdout
+
+
+def test_streams_records_before_input_ends(crawl: tuple[Path, list[dict[str, Any]]]) -> None:
+    d, fetches = crawl
+    proc = subprocess.Popen([sys.executable, "-m", "crawl", "parse", "--dir", str(d)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(ndjson(fetches[:1]))
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "no output while stdin is still open"
+        assert orjson.loads(proc.stdout.readline())["url"] == "http://a.test/x"
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_quiet_on_a_closed_pipe(tmp_path: Path) -> None:
+    d = tmp_path / "many"
+    body = b"".join(b'<a href="/p%d">%d</a>' % (i, i) for i in range(3000))
+    fetches = store_pages(CrawlDir(d).warc, [("http://m.test/", [("Content-Type", "text/html")], body)] * 3)
+    (tmp_path / "in.ndjson").write_bytes(ndjson(fetches))
+    p = subprocess.run(f"{sys.executable} -m crawl parse --dir {d} < {tmp_path / 'in.ndjson'} | head -1",
+                       shell=True, capture_output=True, timeout=60)
+    assert p.stdout.count(b"\n") == 1
+    assert b"Traceback" not in p.stderr and b"Broken pipe" not in p.stderr
