@@ -1,0 +1,87 @@
+"""Fetch flags shared by ``crawl fetch`` and ``crawl run`` (one definition).
+
+Usage in a command::
+
+    @fetch_options
+    def cmd(..., **kw):
+        cfg, net = fetch_config_from(kw)   # pops the fetch keys from kw
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..dns import AddressPolicy, load_hosts
+from ..exchange import Limits
+from ..fetch import DEFAULT_TYPES, DEFAULT_USER_AGENT, FetchConfig, StoreOptions
+from ..robots_parse import agent_token
+
+_OPTIONS = [
+    click.option("--resolve-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+                 help="Hosts-format file ('ADDRESS NAME [NAME...]', # comments) that maps names to "
+                      "addresses. Names not in it fail with dns-error unless --resolve-fallback."),
+    click.option("--resolve-fallback", is_flag=True,
+                 help="With --resolve-file: resolve names not in the file with the system resolver."),
+    click.option("--allow-private", is_flag=True,
+                 help="Allow private, loopback and link-local addresses (needed for the test web)."),
+    click.option("--allow-cidr", multiple=True, metavar="CIDR",
+                 help="Allow this special-purpose range only (repeatable), e.g. 10.1.0.0/16."),
+    click.option("--user-agent", default=DEFAULT_USER_AGENT, show_default=True,
+                 help="User-Agent header; include a contact URL. Its product token (before '/') "
+                      "selects the robots.txt group."),
+    click.option("-c", "--concurrency", type=click.IntRange(1, 4096), default=256, show_default=True,
+                 help="Requests in flight at once (across hosts; the frontier keeps one per host)."),
+    click.option("--connect-timeout", type=float, default=10.0, show_default=True, help="Seconds to connect."),
+    click.option("--timeout", type=float, default=30.0, show_default=True,
+                 help="Seconds for the whole exchange (headers and body)."),
+    click.option("--max-body", type=int, default=5_000_000, show_default=True,
+                 help="Body bytes kept; a longer body is stored truncated (outcome too-large)."),
+    click.option("--max-decoded", type=int, default=50_000_000, show_default=True,
+                 help="Decompressed bytes allowed (gzip/deflate/br bomb cap; ratio cap 100:1)."),
+    click.option("--content-type", "content_types", multiple=True, metavar="MIME",
+                 help="Content types whose body is read (repeatable; '*/*' for all). Default: "
+                      + ", ".join(DEFAULT_TYPES) + " and */*+xml."),
+    click.option("--ignore-robots", is_flag=True, help="Do not fetch or obey robots.txt (your own sites only)."),
+    click.option("--no-conditional", is_flag=True, help="Never send If-None-Match / If-Modified-Since."),
+    click.option("--warc-compression", type=click.Choice(["gzip", "zstd", "none"]), default="gzip",
+                 show_default=True, help="Per-record gzip (default) or zstd (.warc.zst, IIPC proposal)."),
+    click.option("--warc-size", type=int, default=1 << 30, show_default=True,
+                 help="Start a new WARC file after this many bytes."),
+    click.option("--warc-prefix", default="crawl", show_default=True, help="WARC file name prefix."),
+]
+
+_KEYS = ("resolve_file", "resolve_fallback", "allow_private", "allow_cidr", "user_agent", "concurrency",
+         "connect_timeout", "timeout", "max_body", "max_decoded", "content_types", "ignore_robots",
+         "no_conditional", "warc_compression", "warc_size", "warc_prefix")
+
+
+def fetch_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed(_OPTIONS):
+        f = opt(f)
+    return f
+
+
+def fetch_config_from(kw: dict[str, Any]) -> tuple[FetchConfig, dict[str, Any]]:
+    """The FetchConfig and the network/store settings, popped from ``kw``.
+
+    The second value's keys match ``RunOptions`` and ``run_fetch`` keyword
+    arguments: overrides, resolve_fallback, address_policy, store.
+    """
+    v = {k: kw.pop(k) for k in _KEYS}
+    cfg = FetchConfig(
+        user_agent=v["user_agent"], agent_token=agent_token(v["user_agent"]) or "crawl",
+        limits=Limits(connect=v["connect_timeout"], total=v["timeout"], max_body=v["max_body"],
+                      max_decoded=v["max_decoded"]),
+        content_types=tuple(c.lower() for c in v["content_types"]) or DEFAULT_TYPES,
+        robots=not v["ignore_robots"], conditional=not v["no_conditional"], concurrency=v["concurrency"])
+    net = {
+        "overrides": load_hosts(v["resolve_file"]) if v["resolve_file"] else {},
+        "resolve_fallback": v["resolve_file"] is None or v["resolve_fallback"],
+        "address_policy": AddressPolicy.from_cidrs(v["allow_cidr"], v["allow_private"]),
+        "store": StoreOptions(v["warc_compression"], v["warc_size"], v["warc_prefix"]),
+    }
+    return cfg, net

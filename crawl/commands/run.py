@@ -1,0 +1,150 @@
+"""crawl run: the whole loop with progress, budgets, scope and resume."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import records
+from ..display import make_display, summary
+from ..errors import UsageError
+from ..parse import ParseConfig
+from ..run import Budgets, Crawl, RunOptions, run_crawl
+from ..scope import MODES, Scope
+from ..state import CrawlDir
+from ._common import dir_option
+from ._fetchopts import fetch_config_from, fetch_options
+from ._politeness import DURATION, politeness_from, politeness_options
+
+
+def _apply_config(ctx: click.Context, path: Path | None) -> None:
+    """Fill every flag the user did not give from the TOML file (flags win).
+
+    Keys are the long flag names without dashes (``max-pages = 500``,
+    ``delay = "2s"``, ``deny = ["/logout"]``).
+    """
+    if path is None:
+        return
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"cannot read config {path}: {exc}") from exc
+    data = data.get("run", data)
+    by_key = {p.opts[0].lstrip("-"): p for p in ctx.command.params if p.opts and p.opts[0].startswith("--")}
+    unknown = sorted(set(data) - set(by_key))
+    if unknown:
+        raise UsageError(f"{path}: unknown setting(s) {', '.join(unknown)}; use long flag names, "
+                         f"e.g. max-pages, delay, scope")
+    for key, value in data.items():
+        param = by_key[key]
+        if ctx.get_parameter_source(param.name) == click.core.ParameterSource.DEFAULT:
+            ctx.params[param.name] = param.type_cast_value(ctx, value)
+
+
+@click.command(name="run")
+@dir_option()
+@click.argument("seeds", nargs=-1)
+@click.option("--seeds", "seeds_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="File of seed URLs (one per line, or URL records).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="TOML file of settings named like the long flags; flags win over it.")
+@click.option("--max-pages", type=click.IntRange(min=0), default=0, help="Stop leasing after N pages are stored (0: no limit).")
+@click.option("--max-per-host", type=click.IntRange(min=0), default=0, help="Admit at most N URLs per host (0: no limit).")
+@click.option("--max-depth", type=click.IntRange(min=0), default=None, help="Do not follow links deeper than N hops from a seed.")
+@click.option("--duration", type=DURATION, default=0.0, help="Stop leasing after this long (e.g. 60s, 30m, 2h).")
+@click.option("--idle-exit", type=DURATION, default=60.0, show_default=True,
+              help="End when nothing has been due for this long (the rest stays queued).")
+@click.option("--scope", type=click.Choice(MODES), default="domain", show_default=True,
+              help="Follow links on the seeds' hosts, their registered domains, or anywhere.")
+@click.option("--allow", multiple=True, metavar="REGEX", help="Only follow URLs matching one of these (repeatable).")
+@click.option("--deny", multiple=True, metavar="REGEX", help="Never follow URLs matching this (repeatable).")
+@click.option("--lease", type=DURATION, default=0.0, help="Lease time (default: 2 x --timeout + --connect-timeout + 30 s).")
+@click.option("--progress", type=click.Choice(["auto", "rich", "plain", "none"]), default="auto", show_default=True,
+              help="Live panel on a terminal, one line per --interval otherwise.")
+@click.option("--interval", type=DURATION, default=10.0, show_default=True, help="Seconds between plain progress lines.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")
+@politeness_options
+@fetch_options
+@click.pass_context
+def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_file: Path | None,
+            config_file: Path | None, **kw: Any) -> None:
+    """Run the whole crawl loop with progress, budgets, scope and resume.
+
+    Frontier, fetch, dedupe, parse and seen, wired together with the same
+    library functions as the separate commands and a durable spool between
+    fetching and parsing, so a crash anywhere loses nothing. Running the same
+    command again on the same --dir resumes where it stopped; seeds already
+    seen are not added twice.
+
+    Ctrl-C or SIGTERM stops leasing, lets in-flight fetches finish (a few
+    seconds), commits and exits 0; a second Ctrl-C stops at once. Progress
+    goes to stderr; `crawl stats --dir D` shows it from another terminal.
+    Exit status: 0 finished, stopped by a budget or by a signal; 1 error;
+    2 usage error.
+
+    \b
+        crawl run --dir D --seeds seeds.txt --max-pages 10000 --duration 30m
+        crawl run --dir D https://example.com/ --scope host --deny '/calendar/'
+        crawl run --dir D --config nightly.toml     # flags win over the file
+    """
+    _apply_config(ctx, config_file)
+    kw = {k: ctx.params[k] for k in kw}
+    urls = list(seeds)
+    if seeds_file:
+        urls += _read_seeds(seeds_file)
+    politeness = politeness_from(kw)
+    fetch_cfg, net = fetch_config_from(kw)
+    opts = RunOptions(
+        budgets=Budgets(max_pages=kw["max_pages"], max_per_host=kw["max_per_host"],
+                        duration=kw["duration"], idle_exit=kw["idle_exit"]),
+        scope=Scope(kw["scope"], tuple(kw["allow"]), tuple(kw["deny"]), kw["max_depth"]),
+        politeness=politeness, fetch=fetch_cfg,
+        parse=ParseConfig(agent=fetch_cfg.agent_token), lease_seconds=kw["lease"], **net,
+    )
+    cdir = CrawlDir(crawl_dir)
+    cdir.root.mkdir(parents=True, exist_ok=True)
+    crawl = Crawl(cdir, opts)
+    from ..io import Report
+
+    report = Report("run")
+    display = make_display(kw["progress"], kw["interval"])
+    try:
+        _remember_seeds(crawl, urls)
+        if not urls and crawl.finished():
+            raise UsageError("nothing to crawl: give seed URLs (arguments or --seeds FILE)")
+        import trio
+
+        final = trio.run(run_crawl, crawl, display, report)
+    finally:
+        display.close()
+        crawl.close()
+    summary(final)
+    if kw["as_json"]:
+        click.echo(records.encode(final).decode(), nl=False)
+
+
+def _read_seeds(path: Path) -> list[str]:
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        out.append(records.decode(line.encode(), records.URL_KINDS)["url"] if line[0] == "{" else line)
+    return out
+
+
+def _remember_seeds(crawl: Crawl, urls: list[str]) -> None:
+    """Seeds define the scope on every run, so they are kept in the crawl dir."""
+    path = crawl.cdir.root / "seeds.txt"
+    old = path.read_text().split() if path.exists() else []
+    new = [u for u in urls if u not in set(old)]
+    if new:
+        with path.open("a") as f:
+            f.write("".join(u + "\n" for u in new))
+    crawl.opts.scope.add_seeds(old)
+    if urls:
+        crawl.seed(urls)
+

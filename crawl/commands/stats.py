@@ -1,0 +1,47 @@
+"""crawl stats: the state of a crawl directory, also while a crawl runs."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from .. import records
+from ..report import gather, outcome_counts
+from ._common import dir_option
+
+
+@click.command(name="stats")
+@dir_option()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.option("--outcomes", is_flag=True, help="Also count fetch outcomes from the crawl log (reads the whole log).")
+def command(crawl_dir, as_json: bool, outcomes: bool) -> None:
+    """Show what a crawl directory holds and how its crawl is going.
+
+    Frontier (queued, hosts ready, in flight, parked, backlog, idle
+    fraction), the seen set, WARC and log sizes, and the latest progress of
+    a running or finished `crawl run`. Safe to run while a crawl is going:
+    it only reads snapshots.
+
+    \b
+        crawl stats --dir D
+        crawl stats --dir D --json | jq .frontier.backlog
+    """
+    if not crawl_dir.exists():
+        raise click.UsageError(f"no crawl directory at {crawl_dir}")
+    st = gather(crawl_dir, time.time())
+    if outcomes:
+        st["outcomes"] = outcome_counts(crawl_dir)
+    if as_json:
+        click.echo(records.encode(st).decode(), nl=False)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"crawl {crawl_dir}", show_header=False)
+    for section, value in st.items():
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(v, dict | list):
+                    table.add_row(section, str(k), f"{v:,}" if isinstance(v, int) else str(v))
+    Console().print(table)
