@@ -23,7 +23,7 @@ group chosen for an agent is cached per agent string.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .robots_match import Rule, compile_rule, glob_match, normalize, path_of
@@ -67,6 +67,24 @@ class _Group:
     crawl_delay: float | None
     request_rate: RequestRate | None
     lines: tuple[int, ...] = ()  # where the merged groups start in the file
+    # The rules again, split by the character after the leading "/": a path
+    # only needs the rules of its own bucket plus the ones without a key.
+    index: dict[str, tuple[Rule, ...]] = field(default_factory=dict)
+    unkeyed: tuple[Rule, ...] = ()
+
+    def first_match(self, path: str) -> Rule | None:
+        """The highest-ranked rule matching ``path`` (both lists are sorted)."""
+        best = None
+        for rule in self.index.get(path[1:2], ()):
+            if rule.match(path):
+                best = rule
+                break
+        for rule in self.unkeyed:
+            if best is not None and rule.rank <= best.rank:
+                break
+            if rule.match(path):
+                return rule
+        return best
 
 
 _NO_GROUP = _Group("", (), None, None)
@@ -83,7 +101,13 @@ def _merge(name: str, groups: list[RawGroup]) -> _Group:
     rules.sort(key=lambda r: (-r.priority, not r.allow))
     delay = next((g.delays[name] for g in groups if name in g.delays), None)
     rate = next((g.rates[name] for g in groups if name in g.rates), None)
-    return _Group(name, tuple(rules), delay, rate, tuple(g.line for g in groups if g.line))
+    index: dict[str, list[Rule]] = {}
+    for r in rules:
+        if r.key is not None:
+            index.setdefault(r.key, []).append(r)
+    return _Group(name, tuple(rules), delay, rate, tuple(g.line for g in groups if g.line),
+                  {k: tuple(v) for k, v in index.items()},
+                  tuple(r for r in rules if r.key is None))
 
 
 def _names(agents: list[str], token: str) -> bool:
@@ -154,9 +178,9 @@ class Robots:
         path = normalize(path_of(url_or_path))
         if path == "/robots.txt":  # section 2.2.2: implicitly allowed
             return Decision(True, None, None, group.name)
-        for rule in group.rules:
-            if rule.match(path):
-                return Decision(rule.allow, rule.text, rule.line, group.name)
+        rule = group.first_match(path)
+        if rule is not None:
+            return Decision(rule.allow, rule.text, rule.line, group.name)
         return Decision(True, None, None, group.name)
 
     def allowed(self, url_or_path: str, agent: str) -> bool:
@@ -165,10 +189,8 @@ class Robots:
         if not group.rules:
             return True
         path = normalize(path_of(url_or_path))
-        for rule in group.rules:
-            if rule.match(path):
-                return rule.allow or path == "/robots.txt"
-        return True
+        rule = group.first_match(path)
+        return rule is None or rule.allow or path == "/robots.txt"
 
     def explain(self, url_or_path: str, agent: str) -> dict[str, Any]:
         """Everything behind a decision, for people debugging a robots.txt.

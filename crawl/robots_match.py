@@ -80,13 +80,13 @@ def path_of(url: str) -> str:
     a missing path is "/", and a bare path or "?query" is accepted too.
     """
     start = 2 if url.startswith("//") else 0
-    early = _find_any(url, "/?;", start)
+    early = _find_any(url, start)
     proto = url.find("://", start)
     if proto < 0 or (early >= 0 and early < proto):
         proto = start
     else:
         proto += 3
-    path_start = _find_any(url, "/?;", proto)
+    path_start = _find_any(url, proto)
     if path_start < 0:
         return "/"
     hash_at = url.find("#", start)
@@ -97,9 +97,12 @@ def path_of(url: str) -> str:
     return path if path.startswith("/") else "/" + path
 
 
-def _find_any(s: str, chars: str, start: int) -> int:
-    found = [i for i in (s.find(c, start) for c in chars) if i >= 0]
-    return min(found) if found else -1
+_DELIMS = re.compile(r"[/?;]")
+
+
+def _find_any(s: str, start: int) -> int:
+    m = _DELIMS.search(s, start)
+    return m.start() if m else -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,8 @@ class Rule:
     line: int | None
     priority: int  # octets of the normalised pattern (RFC 9309 section 2.2.2)
     match: Callable[[str], bool]
+    rank: int  # priority * 2 + allow: the higher rank wins (Allow wins a tie)
+    key: str | None  # the character after the leading "/", if literal (for indexing)
 
     @property
     def text(self) -> str:
@@ -139,7 +144,8 @@ def compile_rule(allow: bool, pattern: str, line: int | None) -> Rule | None:
         fn: Callable[[str], bool] = lit.__eq__ if anchored else _startswith(lit)
     else:
         fn = _glob(parts, anchored)
-    return Rule(allow, pattern, line, priority, fn)
+    key = body[1] if len(body) > 1 and body[0] == "/" and body[1] != "*" else None
+    return Rule(allow, pattern, line, priority, fn, priority * 2 + allow, key)
 
 
 def _startswith(lit: str) -> Callable[[str], bool]:

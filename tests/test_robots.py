@@ -248,6 +248,25 @@ def test_property_wildcards_agree_with_a_reference_matcher(pattern: str, dollar:
     assert (not decision.allowed) == _reference(pattern, path)
 
 
+_RULES = st.lists(st.tuples(st.booleans(), st.text(alphabet="ab/*", max_size=6),
+                            st.sampled_from(["/", "*", "/a", "/b"]), st.booleans()), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules=_RULES, path=_PATHS.map(lambda s: "/" + s))
+def test_property_longest_match_over_many_rules(rules: list, path: str) -> None:
+    """Longest match wins, Allow wins a tie: against a brute-force reference."""
+    lines, best = ["User-agent: *"], None
+    for allow, tail, head, dollar in rules:
+        pattern = head + tail + ("$" if dollar else "")
+        lines.append(f"{'Allow' if allow else 'Disallow'}: {pattern}")
+        if _reference(pattern, path):
+            cand = (len(pattern), allow)
+            best = cand if best is None or cand > best else best
+    want = best is None or best[1]
+    assert parse("\n".join(lines)).allowed(path, "x") == want
+
+
 @settings(max_examples=200, deadline=None)
 @given(body=st.binary(max_size=400) | st.text(max_size=400), url=st.text(max_size=40),
        agent=st.text(max_size=20))
