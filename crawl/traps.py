@@ -24,8 +24,9 @@ the heuristics off ("off").
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 DROP = "drop"
@@ -36,8 +37,9 @@ DEMOTE = "demote"
 class TrapPolicy:
     """Thresholds for the rules, and what to do when one fires.
 
-    ``year`` is the present year, passed in (never read from a clock here) so
-    the calendar rule is deterministic; ``None`` disables its far-date part.
+    ``year`` is the present year for the calendar rule's window: by default
+    the UTC year when the policy is made (once, not per URL); pass a year for
+    a deterministic rule, or ``None`` to disable the far-date part.
     """
 
     mode: str = "default"  # "default" | "demote" | "off"
@@ -45,7 +47,7 @@ class TrapPolicy:
     max_query_params: int = 5
     max_depth: int = 15
     max_page: int = 100
-    year: int | None = None
+    year: int | None = field(default_factory=lambda: time.gmtime().tm_year)
     years_back: int = 10
     years_ahead: int = 1
 
@@ -193,8 +195,13 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def check(url: str, depth: int = 0, policy: TrapPolicy = TrapPolicy()) -> Verdict | None:
+_DEFAULT = TrapPolicy()
+
+
+def check(url: str, depth: int = 0, policy: TrapPolicy | None = None) -> Verdict | None:
     """The first trap rule ``url`` trips, with the action the policy gives it."""
+    if policy is None:
+        policy = _DEFAULT
     if policy.mode == "off":
         return None
     u = shape(url, depth)

@@ -78,6 +78,14 @@ def test_far_dates_need_a_present_year() -> None:
     assert v == traps.Verdict("calendar", DEMOTE)
 
 
+def test_default_policy_knows_the_present_year() -> None:
+    import time
+
+    year = time.gmtime().tm_year
+    assert TrapPolicy().year == year
+    assert traps.check(f"http://a.test/cal/{year + 5}/01/") == traps.Verdict("calendar-far", DROP)
+
+
 def test_thresholds_are_configurable() -> None:
     p = TrapPolicy(max_path_segments=3, max_query_params=1, max_depth=2)
     assert traps.check("http://a.test/a/b/c/d", 0, p).reason == "path-depth>3"  # type: ignore[union-attr]

@@ -85,7 +85,7 @@ def command(crawl_dir: Path | None, warc_dir: Path | None, input_: str, output: 
     cfg = ParseConfig(
         max_links=max_links, max_sitemap_urls=max_sitemap_urls, agent=token,
         follow_nofollow=follow_nofollow, rejects=rejects,
-        traps=traps.TrapPolicy(mode=trap_mode, year=time.gmtime().tm_year),
+        traps=traps.TrapPolicy(mode=trap_mode),
     ).with_max_url_length(max_url_length)
     read = _reader(warc_dir)
     with stage_io("parse", frozenset({"fetch"}), input_, output, strict, stats_file) as sio:
