@@ -42,10 +42,12 @@ def command() -> None:
 @click.option("--busy", default=1, show_default=True, help="Times a busy page answers 429/503 before 200.")
 @click.option("--hang", default=60.0, show_default=True, help="Seconds a timing-out robots.txt holds the connection.")
 @click.option("--huge-bytes", default=500_000_000, show_default=True, help="Length of the huge HTML stream.")
+@click.option("--bomb-bytes", default=1 << 30, show_default=True, help="Inflated size of the gzip bomb.")
 @click.option("--full-manifest-limit", default=500, show_default=True, help="List every page in manifest.ndjson only up to this many hosts.")
 def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: int, cross: float,
               addresses: int, agent: str, mix: str, clock: float | None, latency: float, drip: float,
-              busy: int, hang: float, huge_bytes: int, full_manifest_limit: int) -> None:
+              busy: int, hang: float, huge_bytes: int, bomb_bytes: int,
+              full_manifest_limit: int) -> None:
     """Generate a deterministic web and serve it until interrupted.
 
     Writes OUT/hosts ("ADDRESS NAME" lines for the crawler's DNS override),
@@ -74,7 +76,7 @@ def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: in
     try:
         config = WebConfig(seed=seed, hosts=hosts, pages=pages, links=links, cross=cross,
                            addresses=addresses, agent=agent, mix=mix, latency=latency, drip=drip,
-                           busy=busy, hang=hang, huge_bytes=huge_bytes)
+                           busy=busy, hang=hang, huge_bytes=huge_bytes, bomb_bytes=bomb_bytes)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 

@@ -13,6 +13,7 @@ import hashlib
 import html
 import random
 import struct
+import threading
 import time
 import zlib
 from array import array
@@ -273,10 +274,32 @@ def png(seed: str, size: int = 16) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
-@functools.lru_cache(maxsize=1)
+_bomb_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _gzip_bomb(total: int) -> bytes:
+    chunk = 1 << 20
+    zeros = bytes(chunk)
+    n = max(1, total // chunk)
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    # after a full flush the compressor starts afresh, so every further
+    # megabyte of zeros compresses to the same bytes: compress two, repeat one
+    first = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
+    again = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
+    last = c.flush(zlib.Z_FINISH)
+    crc = 0
+    for _ in range(n):  # zlib.crc32 releases the GIL: fine in a worker thread
+        crc = zlib.crc32(zeros, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # RFC 1952: deflate, no name, mtime 0
+    return header + first + again * (n - 1) + last + struct.pack("<II", crc, (n * chunk) & 0xFFFFFFFF)
+
+
 def gzip_bomb(total: int) -> bytes:
-    """A multi-member gzip body that inflates to ``total`` bytes of zeros."""
-    member_size = min(total, 64 << 20)
-    c = zlib.compressobj(9, zlib.DEFLATED, 31)
-    member = c.compress(bytes(member_size)) + c.flush()
-    return member * max(1, total // member_size)
+    """One gzip member (any decoder inflates all of it) of ``total`` zero bytes, ~1000:1.
+
+    Takes about a second for 1 GiB (the CRC), so the server computes it in a
+    worker thread, never on the event loop.
+    """
+    with _bomb_lock:
+        return _gzip_bomb(total)

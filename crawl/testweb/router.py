@@ -56,7 +56,7 @@ class Response:
     status: int
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
-    # None (send it), "hang", "reset-head", "reset-body", "endless", "huge", "drip"
+    # None (send it), "hang", "reset-head", "reset-body", "endless", "huge", "bomb", "drip"
     action: str | None = None
     delay: float = 0.0
     head: bytes | None = None  # the server's cache of the status line and headers
@@ -274,9 +274,8 @@ class Router:
         return None
 
     def _gzip_bomb(self, i: int, req: Request, path: str, query: str) -> Response | None:
-        if path == "/bomb.html":
-            body = content.gzip_bomb(self.web.config.bomb_bytes)
-            return Response(200, [("Content-Type", HTML), ("Content-Encoding", "gzip")], body)
+        if path == "/bomb.html":  # the server builds the body off the event loop
+            return Response(200, [("Content-Type", HTML), ("Content-Encoding", "gzip")], action="bomb")
         return None
 
     def _content_type(self, i: int, req: Request, path: str, query: str) -> Response | None:

@@ -27,6 +27,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from . import content
 from .router import ADMIN_HOST, Clock, Request, Response, Router
 
 MAX_HEAD = 64 * 1024
@@ -270,6 +271,18 @@ class Connection(asyncio.Protocol):
                         outcome = "client-closed"
                         break
                     sent += len(piece)
+            elif resp.action == "bomb":
+                size = self.server.router.web.config.bomb_bytes
+                body = await asyncio.get_running_loop().run_in_executor(None, content.gzip_bomb, size)
+                await self._write(head_bytes(resp, date, len(body), not keep_alive))
+                for pos in range(0, len(body), 65536):
+                    if not await self._write(body[pos: pos + 65536]):
+                        outcome = "client-closed"
+                        break
+                    sent += len(body[pos: pos + 65536])
+                if not keep_alive:
+                    self.transport.close()
+                    self.closed = True
             elif resp.action == "drip":
                 await asyncio.sleep(resp.delay)
                 body = b"" if req.method == "HEAD" or resp.status == 304 else resp.body
@@ -382,6 +395,9 @@ async def run(
             server.log.flush()
 
     flush_task = loop.create_task(flusher())
+    web = server.router.web
+    if any(web.host(i).behaviour == "gzip-bomb" for i in range(min(web.config.hosts, 64))):
+        loop.run_in_executor(None, content.gzip_bomb, web.config.bomb_bytes)  # warm it up
     try:
         ready(server, port)
         await stop.wait()
