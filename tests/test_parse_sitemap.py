@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from crawl import sitemap
 from crawl.parse import ParseConfig, parse_body
 
@@ -103,3 +106,17 @@ def test_gzip_bomb_is_capped() -> None:
 
 def test_html_is_not_a_sitemap() -> None:
     assert sitemap.parse(b"<html><body><a href=/urlset>x</a></body></html>") is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([
+    "<url>", "</url>", "<loc>", "</loc>", "http://a.test/", "x", "<lastmod>", "2026", "</lastmod>",
+    "<sitemap>", "<!DOCTYPE x [<!ENTITY e 'y'>]>", "&e;", "&amp;", "\x00", "\xff", "<", "]]>",
+    "<![CDATA[", "<?xml version='1.0'?>", " ", "é",
+]), max_size=30), st.sampled_from(["<urlset>", "<sitemapindex>"]))
+def test_any_sitemap_like_body_never_raises(parts: list[str], root: str) -> None:
+    body = (root + "".join(parts)).encode("utf-8", "surrogateescape")
+    res = parse_body("http://a.test/sitemap.xml", [("Content-Type", "text/xml")], body)
+    assert res.page is not None and res.page["type"] in ("urlset", "sitemapindex")
+    for rec in res.links:
+        assert rec["url"].startswith("http")
