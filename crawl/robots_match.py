@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import methodcaller
 
 _HEX = "0123456789ABCDEF"
 _HEXSET = frozenset(b"0123456789abcdefABCDEF")
@@ -137,22 +138,31 @@ def compile_rule(allow: bool, pattern: str, line: int | None) -> Rule | None:
     body = normalize(pattern[:-1] if anchored else pattern, pattern=True)
     if not body.startswith(("/", "*")):
         body = "/" + body
-    parts = body.split("*")
     priority = len(body) + anchored
-    if len(parts) == 1:
-        lit = parts[0]
-        fn: Callable[[str], bool] = lit.__eq__ if anchored else _startswith(lit)
-    else:
-        fn = _glob(parts, anchored)
+    parts = body.split("*")
+    if len(parts) > 1:
+        # "**" is one "*"; an unanchored trailing "*" adds nothing to a prefix match.
+        parts = [parts[0], *(p for p in parts[1:-1] if p), parts[-1]]
+        if not anchored and parts[-1] == "":
+            parts.pop()
+    fn = _matcher(parts, anchored)
     key = body[1] if len(body) > 1 and body[0] == "/" and body[1] != "*" else None
     return Rule(allow, pattern, line, priority, fn, priority * 2 + allow, key)
 
 
-def _startswith(lit: str) -> Callable[[str], bool]:
-    def match(path: str) -> bool:
-        return path.startswith(lit)
-
-    return match
+def _matcher(parts: list[str], anchored: bool) -> Callable[[str], bool]:
+    """The cheapest function that decides this pattern (the hot path)."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first.__eq__ if anchored else methodcaller("startswith", first)
+    if len(parts) == 2:  # one "*": the common "/*.pdf$", "/*?sort="
+        last = parts[1]
+        if anchored:
+            need = len(first) + len(last)
+            return lambda p: len(p) >= need and p.startswith(first) and p.endswith(last)
+        k = len(first)
+        return lambda p: p.startswith(first) and p.find(last, k) >= 0
+    return _glob(parts, anchored)
 
 
 def _glob(parts: list[str], anchored: bool) -> Callable[[str], bool]:
