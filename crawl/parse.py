@@ -2,7 +2,8 @@
 
 For each fetch result with ``outcome`` "ok" the body is read back from the
 WARC store and parsed: HTML with lxml (:mod:`crawl.links`, charset by
-:mod:`crawl.charset`) or an XML sitemap (:mod:`crawl.sitemap`). A "redirect"
+:mod:`crawl.charset`), an XML sitemap (:mod:`crawl.sitemap`) or an RSS /
+Atom feed (:mod:`crawl.feed`). A "redirect"
 result becomes one link to its ``location``. Every URL is canonicalised
 (:func:`crawl.canon.canonicalize`) and checked against the trap heuristics
 (:mod:`crawl.traps`) before it is emitted.
@@ -17,7 +18,8 @@ What a link record says (fields documented in :mod:`crawl.records`):
   each of: rel ugc/sponsored (or nofollow when ``follow_nofollow``), a parent
   flagged duplicate by ``crawl dedupe``, a trap heuristic that demotes, and
   a position past :data:`POSITION_DEMOTE` (footer and pagination mass).
-  Sitemap entries, redirects and canonicals get no position penalty.
+  Sitemap and feed entries, redirects and canonicals get no position
+  penalty.
 
 Not done here, on purpose: de-duplicating across pages (``crawl seen``) and
 any I/O. The caller hands in a function that reads a body.
@@ -32,7 +34,7 @@ from typing import Any, Protocol
 
 import ada_url
 
-from . import charset, links, records, sitemap, traps
+from . import charset, feed, links, records, sitemap, traps
 from .canon import CANON_VERSION, DEFAULT, CanonConfig, CanonError, canonicalize
 from .records import Record
 
@@ -46,6 +48,7 @@ _SNIFF_TYPES = frozenset({"", "application/octet-stream", "unknown/unknown"})
 _HTML_SNIFF = re.compile(rb"<(?:!doctype\s+html|html|head|body|title|a\s|meta|div|p[\s>])", re.I)
 _LINK_CANONICAL = re.compile(r"""<\s*([^>]*)\s*>\s*;[^,]*?\brel\s*=\s*"?canonical\b""", re.I)
 _DEMOTING_RELS = frozenset({"ugc", "sponsored"})
+_SOURCES = {"urlset": "sitemap", "sitemapindex": "sitemap-index", "rss": "feed", "atom": "feed"}
 
 
 class Response(Protocol):
@@ -246,11 +249,12 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
 
 def _parse_sitemap(sm: sitemap.Sitemap, em: _Emitter) -> dict[str, Any]:
     r = em.result
-    r.add("pages_sitemap")
-    source = "sitemap" if sm.kind == "urlset" else "sitemap-index"
+    source = _SOURCES[sm.kind]
+    r.add("pages_feed" if source == "feed" else "pages_sitemap")
+    rel = (source,) if source == "feed" else ("sitemap",)
     for i, e in enumerate(sm.entries):
         extra = {k: v for k, v in (("lastmod", e.lastmod), ("changefreq", e.changefreq)) if v}
-        em.emit(e.loc, source, ("sitemap",), i, extra=extra)
+        em.emit(e.loc, source, rel, i, extra=extra)
     if sm.cut:
         r.add("links_cut", sm.cut)
     return {"type": sm.kind, "error": sm.error}
@@ -275,7 +279,9 @@ def parse_body(url: str, headers: list[tuple[str, str]], body: bytes, *,
     mime = _mime(full_ctype)
     em = _Emitter(url, url, parent, cfg, result)
     summary: dict[str, Any]
-    sm = None if mime in _HTML_TYPES else sitemap.parse(body, cfg.max_sitemap_urls)
+    sm = None
+    if mime not in _HTML_TYPES:
+        sm = sitemap.parse(body, cfg.max_sitemap_urls) or feed.parse(body, cfg.max_sitemap_urls)
     if sm is not None:
         summary = _parse_sitemap(sm, em)
     elif mime in _HTML_TYPES or (mime in _SNIFF_TYPES and _looks_like_html(body)):

@@ -86,6 +86,30 @@ def _local(tag: object) -> str:
     return tag.rpartition("}")[2]
 
 
+def load_xml(body: bytes, what: str) -> tuple[etree._Element | None, str | None]:
+    """The root of an XML document from the network, and the first error.
+
+    Uses the locked-down parser (no DTD, no entities, no network); in
+    recover mode, so a damaged document still gives what could be read.
+    """
+    try:
+        root = etree.fromstring(body, _PARSER)
+    except (etree.XMLSyntaxError, ValueError) as exc:
+        return None, f"unparsable {what}: {exc}"
+    if root is None:
+        return None, f"unparsable {what}: no document element"
+    error = None
+    if len(_PARSER.error_log):
+        first = _PARSER.error_log[0]
+        error = f"{what} XML error at line {first.line}: {first.message}"
+    return root, error
+
+
+def local_name(tag: object) -> str:
+    """An element's tag without its namespace ("" for comments and PIs)."""
+    return _local(tag)
+
+
 def parse(body: bytes, max_urls: int = MAX_URLS) -> Sitemap | None:
     """Entries of a sitemap or sitemap index; None if the body is neither.
 
@@ -99,17 +123,9 @@ def parse(body: bytes, max_urls: int = MAX_URLS) -> Sitemap | None:
     if kind is None:
         return None
     result = Sitemap(kind)
-    try:
-        root = etree.fromstring(body, _PARSER)
-    except (etree.XMLSyntaxError, ValueError) as exc:
-        result.error = f"unparsable sitemap: {exc}"
-        return result
+    root, result.error = load_xml(body, "sitemap")
     if root is None:
-        result.error = "unparsable sitemap: no document element"
         return result
-    if len(_PARSER.error_log):
-        first = _PARSER.error_log[0]
-        result.error = f"sitemap XML error at line {first.line}: {first.message}"
     want = "url" if kind == "urlset" else "sitemap"
     entries = result.entries
     for item in root:

@@ -42,7 +42,7 @@ def _reader(warc_dir: Path | None) -> Callable[[Record], Response]:
 @click.option("--max-links", type=click.IntRange(min=0), default=10_000, show_default=True,
               help="Links emitted per HTML page; the rest are counted as links_cut.")
 @click.option("--max-sitemap-urls", type=click.IntRange(min=0), default=50_000,
-              show_default=True, help="Entries read per sitemap (the protocol's own limit).")
+              show_default=True, help="Entries read per sitemap or feed (the sitemap protocol's limit).")
 @click.option("--max-url-length", type=click.IntRange(min=16), default=2048, show_default=True,
               help="Longer canonical URLs are rejected (too-long).")
 @click.option("--user-agent", "agent", default="crawl", show_default=True,
@@ -56,12 +56,13 @@ def command(crawl_dir: Path | None, warc_dir: Path | None, input_: str, output: 
             strict: bool, stats_file: Path | None, rejects: bool, pages: str | None,
             max_links: int, max_sitemap_urls: int, max_url_length: int, agent: str,
             follow_nofollow: bool, trap_mode: str) -> None:
-    """Extract links from fetched pages (HTML and XML sitemaps).
+    """Extract links from fetched pages (HTML, XML sitemaps, RSS/Atom feeds).
 
     Reads fetch records; reads each "ok" page's body back from its WARC
     record; detects the charset (BOM > Content-Type > <meta> > UTF-8);
     extracts links from a, area, link, iframe, frame and meta refresh (or
-    the entries of a sitemap / sitemap index, with lastmod); honours
+    the entries of a sitemap, sitemap index, RSS or Atom feed, with their
+    lastmod); honours
     <base href>, rel=nofollow, meta robots and X-Robots-Tag; canonicalises
     every URL and writes one link record per URL (depth, position,
     priority hint, rel, anchor, source, trap). A page's rel=canonical is
