@@ -375,3 +375,13 @@ def test_cli_live_against_the_test_web(testweb) -> None:
     assert not wrong
     verdicts = {r["robots_txt"]["verdict"] for r in got}
     assert {"parsed", "unavailable", "unreachable"} <= verdicts
+
+
+def test_cli_live_with_a_crawl_dir_uses_its_robots_cache(testweb, tmp_path: Path) -> None:
+    url = testweb.url(testweb.with_behaviour("rules")[0], "/private/x")
+    args = ("--json", "--dir", str(tmp_path / "crawl"), "--resolve-file", str(testweb.hosts_file),
+            "--allow-private", url)
+    first, second = (json.loads(_crawl(*args).stdout) for _ in range(2))
+    assert first["allowed"] is second["allowed"] is False
+    assert first["rule"] == second["rule"] == "Disallow: /private/"
+    assert (first["robots_txt"]["source"], second["robots_txt"]["source"]) == ("fetched", "cache")

@@ -74,12 +74,16 @@ def command(urls: tuple[str, ...], input_: str, strict: bool, agent: str, robots
 
     \b
     Example:
+        $ cat robots.txt
+        User-agent: *
+        Disallow: /private
         $ crawl robots -f robots.txt /private/x /public
-        disallowed  /private/x  Disallow: /private  (line 3, group crawl)
-        allowed     /public     no rule matched  (group crawl)
-        $ crawl robots -f robots.txt --agent Googlebot --explain /search?q=1
-        $ crawl robots --resolve-file WEB/hosts --allow-private --json http://site1.test/a
+        disallowed  /private/x  Disallow: /private  (line 2, group *)
+        allowed     /public  no rule matched  (group *)
+        $ crawl robots -f robots.txt --agent Googlebot --explain '/search?q=1'
         $ crawl robots -f new-robots.txt --fail-disallowed < must-stay-open.txt
+        $ crawl robots --resolve-file WEB/hosts --allow-private --json URL
+        $ crawl robots --dir D http://example.com/a   # as crawl D would decide
 
     Exit status: 0; 1 when a URL could not be decided (its robots.txt
     could not be consulted) or, with --fail-disallowed, when a URL is
