@@ -1,0 +1,112 @@
+"""crawl dedupe: flag exact and near-duplicate pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import records
+from ..dedupe import MAX_DISTANCE, REPEATED_BLOCK_PAGES, Deduper, Fingerprint, explain
+from ..errors import CrawlError, UsageError
+from ..io import dumps_pretty, run_stage
+from . import _common
+from ._common import dir_option, io_options, stage_io
+
+
+def _body(warc_dir: Path, rec: records.Record) -> tuple[bytes, str]:
+    from ..store import read_response
+
+    ptr = rec.get("warc")
+    if not isinstance(ptr, dict):
+        raise CrawlError("fetch record has no warc pointer to read the page from")
+    resp = read_response(warc_dir, ptr)
+    return resp.body, resp.content_type or str(rec.get("content_type") or "")
+
+
+def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
+    from .. import cdxj
+
+    cdxj.build(warc_dir)  # the index may predate the newest WARC records
+    caps = [c for c in cdxj.lookup(warc_dir, url) if str(c.get("status")) == "200"]
+    if not caps:
+        raise UsageError(f"{url} is not in {warc_dir}; fetch it first or pass -f FILE")
+    c = caps[-1]
+    body, ctype = _body(warc_dir, {"warc": {"file": c["filename"], "offset": c["offset"],
+                                            "length": c["length"]}})
+    return Fingerprint(url, body, ctype)
+
+
+@click.command(name="dedupe")
+@dir_option(required=False)
+@io_options
+@click.option("--max-distance", type=click.IntRange(0, 15), default=MAX_DISTANCE, show_default=True,
+              help="Simhash bits two pages may differ in and still be near-duplicates.")
+@click.option("--repeated-block-pages", type=click.IntRange(min=2), default=REPEATED_BLOCK_PAGES,
+              show_default=True,
+              help="Drop a text block as boilerplate once it was on this many pages of a host.")
+@click.option("--explain", is_flag=True,
+              help="Print the fingerprints of URL_A and URL_B (or of two -f files), their "
+                   "distance and the verdict, then exit.")
+@click.option("-f", "--file", "files", multiple=True, type=click.Path(exists=True, dir_okay=False,
+              path_type=Path), help="With --explain: read the pages from local HTML files "
+              "(give two, in order) instead of the crawl's WARC files.")
+@click.argument("urls", nargs=-1, metavar="[URL_A URL_B]")
+def command(crawl_dir: Path | None, input_: str, output: str, strict: bool,
+            stats_file: Path | None, max_distance: int, repeated_block_pages: int,
+            explain: bool, files: tuple[Path, ...], urls: tuple[str, ...]) -> None:
+    """Flag exact and near-duplicate pages in fetch results.
+
+    Reads fetch records; for each stored page (outcome ok) reads the body
+    from the WARC files and adds `simhash` (64 bits, hex) and, for a copy,
+    `duplicate_of`, `distance` (bits) and `dup_kind` (exact or near).
+    Exact copies share the payload digest; near copies have a simhash of
+    4-word shingles of the visible text (nav, header, footer, aside,
+    script and style removed, and blocks repeated on many pages of the host
+    ignored) within --max-distance bits, found through permuted block
+    tables in DIR/dedupe: a few prefix lookups, never a scan. The original
+    is the page seen first, or the one a page names with rel=canonical.
+    Other records pass through; `crawl parse` lowers the priority of a
+    duplicate's links.
+
+    \b
+    Examples:
+        crawl fetch --dir D < urls.txt | crawl dedupe --dir D | crawl parse --dir D
+        crawl dedupe --dir D --explain http://a.test/news/1 http://a.test/print/news/1
+        crawl dedupe --explain -f page.html -f copy.html
+    """
+    if explain or files or urls:
+        if not explain:
+            raise UsageError("URL arguments and -f are only used with --explain")
+        _explain(crawl_dir, urls, files, max_distance)
+        return
+    if crawl_dir is None:
+        raise UsageError("--dir (or CRAWL_DIR) is required to check pages")
+    cdir = _common.crawl_dir(crawl_dir)
+    with Deduper(cdir.dedupe, max_distance=max_distance,
+                 repeated_block_pages=repeated_block_pages) as dd, \
+            stage_io("dedupe", None, input_, output, strict, stats_file) as sio:
+        try:
+            run_stage(sio.source, sio.sink, lambda recs: dd.check(recs, lambda r: _body(
+                cdir.warc, r)), sio.report, batch=200)
+        finally:
+            for key, n in dd.counts.items():
+                sio.report.add(key, n)
+
+
+def _explain(crawl_dir: Path | None, urls: tuple[str, ...], files: tuple[Path, ...],
+             max_distance: int) -> None:
+    names = list(urls) if urls else [str(f) for f in files]
+    if len(names) != 2 or (urls and files):
+        raise UsageError("--explain compares two pages: give URL_A URL_B, or -f FILE -f FILE")
+    if files:
+        fps = [Fingerprint(n, f.read_bytes(), "text/html") for n, f in zip(names, files, strict=True)]
+    else:
+        if crawl_dir is None:
+            raise UsageError("--explain URL_A URL_B reads the crawl's WARC files: give --dir, "
+                             "or -f FILE -f FILE for local files")
+        warc = _common.crawl_dir(crawl_dir).warc
+        fps = [_from_warc(warc, u) for u in names]
+    out: dict[str, Any] = explain(fps[0], fps[1], max_distance)
+    click.echo(dumps_pretty(out))

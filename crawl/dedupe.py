@@ -1,0 +1,269 @@
+"""Exact and near-duplicate pages: the fetch result learns what it copies.
+
+For each fetched page (``fetch`` record, outcome ok):
+
+1. exact: the payload digest (the record's ``digest`` from the WARC writer,
+   else sha1 of the body) is looked up in a digest -> original table;
+2. near: a 64-bit simhash of 4-word shingles of the visible text (see
+   :mod:`crawl.text`: nav, header, footer, aside, script, style... removed,
+   and blocks repeated on many pages of the same host dropped too) is looked
+   up in the permuted-block index (:class:`crawl.simhash.SimhashIndex`):
+   a few exact prefix queries, never a scan.
+
+The record comes out with ``simhash`` (16 hex digits) and, for a copy,
+``duplicate_of`` (the original's URL), ``distance`` (bits) and ``dup_kind``
+("exact" or "near"). The original is the page seen first, unless a page
+declares another with ``<link rel=canonical>``: then the declared URL is the
+original, and that URL's own fetch is never flagged as a copy of its
+variants. ``crawl parse`` lowers the priority of a duplicate's outlinks.
+
+Only originals enter the index and the per-host block counts, so a page with
+five copies does not teach the host that its own article is boilerplate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from base64 import b32encode
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import xxhash
+
+from . import records
+from .errors import CrawlError
+from .records import Record
+from .simhash import SimhashIndex, hamming, simhash
+from .state import close_env, open_env
+from .text import Doc, analyse, shingles, words
+
+MAX_DISTANCE = 3
+MIN_WORDS = 8  # fewer words than this is not enough text to call anything a near-copy
+REPEATED_BLOCK_PAGES = 5  # a block on this many original pages of a host is boilerplate
+_TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "")
+
+# body reader: record -> (body, content_type), or raises CrawlError
+Bodies = Callable[[Record], tuple[bytes, str]]
+
+
+def payload_digest(body: bytes) -> str:
+    """The digest WARC writers use (WARC 1.1 section 5.9): sha1 in base32."""
+    return "sha1:" + b32encode(hashlib.sha1(body).digest()).decode("ascii")
+
+
+def url_key(url: str) -> bytes:
+    return xxhash.xxh3_64_digest(url.encode())
+
+
+class Fingerprint:
+    """What one document boils down to (also what ``--explain`` prints)."""
+
+    def __init__(self, url: str, body: bytes, content_type: str, *,
+                 skip_blocks: Callable[[list[str]], list[str]] | None = None) -> None:
+        self.url = url
+        self.digest = payload_digest(body)
+        self.doc = Doc()
+        self.blocks: list[str] = []
+        self.words: list[str] = []
+        self.simhash: int | None = None
+        self.note: str | None = None
+        ctype = content_type.split(";")[0].strip().lower()
+        if ctype not in _TEXT_TYPES:
+            self.note = f"not text ({ctype}): exact duplicates only"
+            return
+        if ctype == "text/plain":
+            text = body.decode("utf-8", "replace")
+            self.doc = Doc(blocks=[b for b in text.splitlines() if b.strip()])
+        else:
+            self.doc = analyse(body, None, url)
+            if self.doc.error:
+                self.note = self.doc.error
+        self.blocks = self.doc.blocks
+        kept = skip_blocks(self.blocks) if skip_blocks else self.blocks
+        self.words = words(" ".join(kept))
+        if len(self.words) < MIN_WORDS:
+            self.note = self.note or f"only {len(self.words)} words of text: exact duplicates only"
+            return
+        self.simhash = simhash(shingles(self.words))
+
+
+class Deduper:
+    """The duplicate tables inside ``CrawlDir(dir).dedupe``.
+
+    Args:
+        path: the LMDB environment directory.
+        max_distance: Hamming distance that still counts as a near-duplicate.
+        repeated_block_pages: a text block found on this many original pages
+            of one host is dropped as boilerplate before hashing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, max_distance: int = MAX_DISTANCE,
+                 repeated_block_pages: int = REPEATED_BLOCK_PAGES, sync: bool = True) -> None:
+        self.path = Path(path)
+        self.env = open_env(self.path, sync=sync)
+        self.digests = self.env.open_db(b"digests")  # digest -> original url
+        self.docs = self.env.open_db(b"docs")  # url key -> simhash(8) + original url
+        self.blocks = self.env.open_db(b"blocks")  # host key + block hash -> pages (4)
+        self.index = SimhashIndex(self.env, self.env.open_db(b"simhash"), max_distance)
+        self.max_distance = max_distance
+        self.repeated = repeated_block_pages
+        self.counts: dict[str, int] = {}
+
+    def close(self) -> None:
+        if self.env is not None:
+            close_env(self.env)
+            self.env = None  # type: ignore[assignment]
+
+    def __enter__(self) -> Deduper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _count(self, key: str) -> None:
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    # -- the check -----------------------------------------------------------
+
+    def check(self, recs: Sequence[Record], bodies: Bodies) -> list[Record]:
+        """Annotate fetch records of stored pages; everything else passes through.
+
+        One write transaction per batch, committed before the records are
+        returned. A page whose body cannot be read gets ``dedupe_error``.
+        """
+        out: list[Record] = []
+        with self.env.begin(write=True) as txn:
+            for rec in recs:
+                if rec.get("kind") != "fetch" or rec.get("outcome") != "ok":
+                    out.append(rec)
+                    continue
+                try:
+                    body, ctype = bodies(rec)
+                except CrawlError as exc:
+                    self._count("unreadable")
+                    out.append(records.derive(rec, "fetch", dedupe_error=str(exc)))
+                    continue
+                out.append(self.check_one(txn, rec, body, ctype))
+        return out
+
+    def check_one(self, txn: lmdb.Transaction, rec: Record, body: bytes, ctype: str) -> Record:
+        url: str = rec["url"]
+        host = _host(url)
+        fp = Fingerprint(url, body, ctype, skip_blocks=lambda bl: self._kept(txn, host, bl))
+        digest = rec.get("digest") if isinstance(rec.get("digest"), str) else fp.digest
+        declared = _declared(fp.doc.canonical, url)
+        me = declared or url
+        extra: dict[str, Any] = {}
+        if fp.simhash is not None:
+            extra["simhash"] = f"{fp.simhash:016x}"
+        if fp.note:
+            extra["dedupe_note"] = fp.note
+        self._count("pages")
+        raw = txn.get(digest.encode(), db=self.digests)
+        original = None if raw is None else raw.decode()
+        if original is not None and original != url:
+            self._count("exact")
+            extra.update(duplicate_of=declared or original, distance=0, dup_kind="exact")
+        elif original is None and fp.simhash is not None:
+            for doc, _other, d in self.index.query(txn, fp.simhash):
+                owner = self._owner(txn, doc)
+                if owner is None or owner == url:  # an earlier fetch of this very page
+                    continue
+                self._count("near")
+                extra.update(duplicate_of=declared or owner, distance=d, dup_kind="near")
+                break
+        if declared:
+            extra["canonical"] = declared
+        is_copy = "duplicate_of" in extra
+        if original is None and not is_copy:
+            txn.put(digest.encode(), me.encode(), db=self.digests)
+        key = url_key(url)
+        if fp.simhash is not None:
+            first_time = txn.get(key, db=self.docs) is None
+            txn.put(key, fp.simhash.to_bytes(8, "big") + me.encode(), db=self.docs)
+            if not is_copy:
+                self.index.add(txn, fp.simhash, key)
+                if first_time:  # a re-fetch must not make a page's own text boilerplate
+                    self._learn_blocks(txn, host, fp.blocks)
+        return records.derive(rec, "fetch", **extra)
+
+    def _owner(self, txn: lmdb.Transaction, doc: bytes) -> str | None:
+        v = txn.get(doc, db=self.docs)
+        return None if v is None else v[8:].decode()
+
+    # -- repeated blocks per host ---------------------------------------------
+
+    def _block_keys(self, host: str, blocks: list[str]) -> list[bytes]:
+        hk = xxhash.xxh3_64_digest(host.encode())
+        return [hk + xxhash.xxh3_64_digest(b.lower().encode()) for b in blocks]
+
+    def _kept(self, txn: lmdb.Transaction, host: str, blocks: list[str]) -> list[str]:
+        keys = self._block_keys(host, blocks)
+        kept = []
+        for b, k in zip(blocks, keys, strict=True):
+            v = txn.get(k, db=self.blocks)
+            if v is None or int.from_bytes(v, "big") < self.repeated:
+                kept.append(b)
+            else:
+                self._count("boilerplate_blocks")
+        return kept
+
+    def _learn_blocks(self, txn: lmdb.Transaction, host: str, blocks: list[str]) -> None:
+        for k in set(self._block_keys(host, blocks)):
+            v = txn.get(k, db=self.blocks)
+            n = int.from_bytes(v, "big") if v else 0
+            txn.put(k, min(n + 1, 0xFFFFFFFF).to_bytes(4, "big"), db=self.blocks)
+
+    # -- explain ---------------------------------------------------------------
+
+    def stored(self, url: str) -> tuple[int, str] | None:
+        """(simhash, original) recorded for ``url`` by an earlier check, if any."""
+        with self.env.begin(db=self.docs) as txn:
+            v = txn.get(url_key(url))
+        return None if v is None else (int.from_bytes(v[:8], "big"), v[8:].decode())
+
+
+def _host(url: str) -> str:
+    rest = url.split("://", 1)[-1]
+    return rest.split("/", 1)[0].split("?", 1)[0].lower()
+
+
+def _declared(canonical: str | None, url: str) -> str | None:
+    """The page's rel=canonical when it names another http(s) URL, canonicalised."""
+    if not canonical or not canonical.startswith(("http://", "https://")):
+        return None
+    try:
+        from .canon import canonicalize
+
+        c = canonicalize(canonical).url
+    except ValueError:
+        return None
+    return None if c == url else c
+
+
+def explain(a: Fingerprint, b: Fingerprint, max_distance: int = MAX_DISTANCE) -> dict[str, Any]:
+    """Both fingerprints, their distance and the verdict, for ``crawl dedupe --explain``."""
+    out: dict[str, Any] = {}
+    for name, f in (("a", a), ("b", b)):
+        out[name] = {"url": f.url, "digest": f.digest,
+                     "simhash": None if f.simhash is None else f"{f.simhash:016x}",
+                     "words": len(f.words), "note": f.note}
+    if a.simhash is not None and b.simhash is not None:
+        d = hamming(a.simhash, b.simhash)
+        out["distance"] = d
+        out["differing_bits"] = [i for i in range(64) if (a.simhash ^ b.simhash) >> i & 1]
+        sa, sb = set(shingles(a.words)), set(shingles(b.words))
+        out["shingle_jaccard"] = round(len(sa & sb) / len(sa | sb), 4) if sa | sb else None
+    else:
+        d = None
+        out["distance"] = None
+    if a.digest == b.digest:
+        out["verdict"] = "exact duplicates (same payload digest)"
+    elif d is not None and d <= max_distance:
+        out["verdict"] = f"near-duplicates (distance {d} <= {max_distance})"
+    else:
+        out["verdict"] = "distinct"
+    return out

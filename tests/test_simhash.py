@@ -1,0 +1,104 @@
+"""simhash maths and the permuted-block index, against brute force."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawl.simhash import (
+    SimhashIndex,
+    blocks_for,
+    brute_force,
+    hamming,
+    simhash,
+    simhash_slow,
+)
+from crawl.state import close_env, open_env
+from crawl.text import shingles, words
+
+u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+
+
+@given(st.lists(st.binary(max_size=12), max_size=80))
+@settings(max_examples=150, deadline=None)
+def test_fast_simhash_equals_the_textbook_loop(features: list[bytes]) -> None:
+    assert simhash(features) == simhash_slow(features)
+
+
+@given(u64, u64)
+def test_hamming_is_a_metric(a: int, b: int) -> None:
+    assert hamming(a, b) == hamming(b, a)
+    assert hamming(a, a) == 0
+    assert 0 <= hamming(a, b) <= 64
+
+
+def test_similar_texts_are_close_and_different_texts_are_far() -> None:
+    rng = random.Random(5)
+    vocab = [f"w{i}" for i in range(3000)]
+    base = [rng.choice(vocab) for _ in range(800)]
+    edited = list(base)
+    edited[400] = "changed"  # one word in 800
+    other = [rng.choice(vocab) for _ in range(800)]
+    h = simhash(shingles(words(" ".join(base))))
+    assert hamming(h, simhash(shingles(words(" ".join(edited))))) <= 3
+    assert hamming(h, simhash(shingles(words(" ".join(other))))) > 10
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 6, 15])
+def test_blocks_cover_64_bits_exactly(k: int) -> None:
+    blocks = blocks_for(k)
+    assert len(blocks) == k + 1
+    mask = 0
+    for shift, width in blocks:
+        m = ((1 << width) - 1) << shift
+        assert mask & m == 0
+        mask |= m
+    assert mask == (1 << 64) - 1
+
+
+def _near(rng: random.Random, h: int, flips: int) -> int:
+    for bit in rng.sample(range(64), flips):
+        h ^= 1 << bit
+    return h
+
+
+@given(st.integers(0, 2**32), st.sampled_from([1, 3, 5]), st.integers(5, 60))
+@settings(max_examples=40, deadline=None)
+def test_permuted_tables_return_exactly_what_a_scan_returns(seed: int, k: int, n: int) -> None:
+    # clusters of fingerprints a few bits apart, so every distance 0..k+2 occurs
+    rng = random.Random(seed)
+    centres = [rng.getrandbits(64) for _ in range(4)]
+    stored = []
+    for i in range(n):
+        h = _near(rng, rng.choice(centres), rng.randrange(0, k + 3))
+        stored.append((i.to_bytes(8, "big"), h))
+    queries = [_near(rng, rng.choice(centres), rng.randrange(0, k + 3)) for _ in range(10)]
+    queries += [h for _, h in stored[:3]] + [rng.getrandbits(64)]
+    with tempfile.TemporaryDirectory() as d:
+        env = open_env(d, sync=False)
+        try:
+            idx = SimhashIndex(env, env.open_db(b"simhash"), k)
+            with env.begin(write=True) as txn:
+                for doc, h in stored:
+                    idx.add(txn, h, doc)
+            with env.begin() as txn:
+                assert idx.count(txn) == len({(doc, h) for doc, h in stored})
+                for q in queries:
+                    for kk in range(k + 1):
+                        assert idx.query(txn, q, kk) == brute_force(stored, q, kk)
+        finally:
+            close_env(env)
+
+
+def test_an_index_refuses_a_distance_it_cannot_guarantee(tmp_path) -> None:
+    env = open_env(tmp_path / "e", sync=False)
+    try:
+        idx = SimhashIndex(env, env.open_db(b"s"), 3)
+        with env.begin() as txn, pytest.raises(ValueError):
+            idx.query(txn, 0, 4)
+    finally:
+        close_env(env)
