@@ -117,6 +117,8 @@ class _Emitter:
         prio = parent.get("priority")
         self.priority = prio if isinstance(prio, int) else DEFAULT_PRIORITY
         self.duplicate = parent.get("duplicate_of") is not None
+        self.canon = cfg.canon
+        self.trap_policy = cfg.traps
         self.seen: set[int] = set()
         try:
             self.seen.add(canonicalize(page_url, None, cfg.canon).fp)  # self-links are noise
@@ -132,11 +134,16 @@ class _Emitter:
             self.result.rejects.append(rec)
 
     def emit(self, href: str, source: str, rel: Iterable[str], position: int | None, *,
-             same_depth: bool = False, penalty: int = 0, anchor: str = "",
+             same_depth: bool = False, penalty: int = 0, element: Any = None,
              extra: dict[str, Any] | None = None) -> Record | None:
+        """One link record, or None (counted) if a filter drops the href.
+
+        The anchor text of ``element`` is computed only for links that are
+        emitted: on link-heavy pages most candidates are duplicates.
+        """
         r = self.result
         try:
-            c = canonicalize(href.strip(), self.base, self.cfg.canon)
+            c = canonicalize(href.strip(), self.base, self.canon)
         except CanonError as exc:
             if exc.reason == "unsupported-scheme":
                 r.add("not_http")  # mailto:, javascript:, tel: -- not crawlable, not wrong
@@ -144,12 +151,13 @@ class _Emitter:
                 r.add("invalid_hrefs")
                 self.reject(href, f"{exc.reason}: {exc.detail}", source, position)
             return None
-        if c.fp in self.seen:
+        fp = c.fp
+        if fp in self.seen:
             r.add("dup_in_page")
             return None
-        self.seen.add(c.fp)
+        self.seen.add(fp)
         depth = self.depth if same_depth else self.depth + 1
-        verdict = traps.check(c.url, depth, self.cfg.traps)
+        verdict = traps.check(c.url, depth, self.trap_policy)
         if verdict is not None:
             if verdict.action == traps.DROP:
                 r.add("trap_dropped")
@@ -159,16 +167,19 @@ class _Emitter:
             penalty += 1
         if self.duplicate:
             penalty += 1
-        rec = records.make(
-            "link", url=c.url, fp=c.fp, host=c.host, canon_v=CANON_VERSION,
-            parent=self.page_url, depth=depth,
-            priority=min(PRIORITY_MAX, self.priority + penalty),
-            rel=list(rel), source=source,
-        )
+        priority = self.priority + penalty
+        rec: Record = {
+            "kind": "link", "v": records.VERSION, "url": c.url, "fp": fp, "host": c.host,
+            "canon_v": CANON_VERSION, "parent": self.page_url, "depth": depth,
+            "priority": priority if priority < PRIORITY_MAX else PRIORITY_MAX,
+            "rel": list(rel), "source": source,
+        }
         if position is not None:
             rec["position"] = position
-        if anchor:
-            rec["anchor"] = anchor
+        if element is not None:
+            anchor = links.anchor_text(element, self.cfg.anchor_chars)
+            if anchor:
+                rec["anchor"] = anchor
         if verdict is not None:
             rec["trap"] = verdict.reason
         if extra:
@@ -220,7 +231,6 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
         rec = em.emit(canonical_href, "link", ("canonical",), None, same_depth=True)
         canonical = rec["url"] if rec is not None else None
     cap = cfg.max_links
-    limit = cfg.anchor_chars
     for raw in page.links:
         if len(r.links) >= cap:
             r.add("links_cut")
@@ -236,8 +246,7 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
             penalty += 1
         if raw.position >= POSITION_DEMOTE:
             penalty += 1
-        em.emit(raw.href, raw.source, rels, raw.position, penalty=penalty,
-                anchor=links.anchor_text(raw.element, limit) if raw.element is not None else "",
+        em.emit(raw.href, raw.source, rels, raw.position, penalty=penalty, element=raw.element,
                 same_depth=raw.source == "meta-refresh")
     return {
         "type": "html", "charset": detected.encoding, "charset_source": detected.source,
