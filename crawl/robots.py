@@ -137,12 +137,21 @@ class Robots:
         size: int = 0,
         note: str = "",
     ) -> None:
-        self._groups = tuple(groups)
-        self._by_agent: dict[str, _Group] = {}
-        self.sitemaps: tuple[str, ...] = sitemaps
-        self.truncated = truncated  # the body was longer than MAX_BYTES
-        self.size = size  # bytes received
-        self.note = note  # why this value exists, e.g. "robots.txt returned 503"
+        init = object.__setattr__  # the only writes: see __setattr__
+        init(self, "_groups", tuple(groups))
+        init(self, "_by_agent", {})  # agent string -> _Group, filled on first use
+        init(self, "sitemaps", tuple(sitemaps))
+        init(self, "truncated", truncated)  # the body was longer than MAX_BYTES
+        init(self, "size", size)  # bytes received
+        init(self, "note", note)  # why this value exists, e.g. "robots.txt returned 503"
+
+    sitemaps: tuple[str, ...]
+    truncated: bool
+    size: int
+    note: str
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Robots is immutable (cannot set {name!r})")
 
     def __repr__(self) -> str:
         return f"<Robots {len(self._groups)} group(s), {len(self.sitemaps)} sitemap(s)>"
@@ -256,7 +265,7 @@ def for_status(status: int) -> Robots | None:
     section 2.3.1.2), which the RFC lets us treat as unavailable.
     Deviations, both toward politeness: 429 Too Many Requests is the server
     asking us to slow down, so it counts as unreachable (as Google does);
-    a status outside 100-599 is unreachable too.
+    so does any status that is not 2xx, 3xx or 4xx (1xx, or nonsense).
     """
     if 200 <= status < 300:
         return None

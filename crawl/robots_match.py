@@ -71,7 +71,11 @@ def normalize(text: str, pattern: bool = False) -> str:
     """
     if text.isascii() and not _NEEDS_WORK.search(text):
         return text  # the common case: nothing to do
-    return _canon(text.encode("utf-8", "surrogateescape"), pattern)
+    try:
+        data = text.encode("utf-8", "surrogateescape")  # raw bytes from parse()
+    except UnicodeEncodeError:  # a lone surrogate in a caller's string
+        data = text.encode("utf-8", "surrogatepass")
+    return _canon(data, pattern)
 
 
 def path_of(url: str) -> str:

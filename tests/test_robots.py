@@ -127,6 +127,9 @@ def test_rfc9309_decide_names_the_rule_line_and_group() -> None:
     assert r.decide("/robots.txt", "otherbot").allowed  # section 2.2.2: always allowed
     assert r.crawl_delay("crawl") == 2.0 and r.crawl_delay("somebot") is None
     assert r.sitemaps == ("http://h.test/sitemap.xml",)
+    with pytest.raises(AttributeError):
+        r.sitemaps = ()  # an immutable value, shared by every fetch task
+    assert r.allowed("/public\ud800", "crawl")  # even a broken str never raises
 
 
 def test_rfc9309_full_user_agent_string_selects_by_product_token() -> None:
