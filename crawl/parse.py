@@ -100,6 +100,13 @@ def _mime(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
+def _int_field(value: Any, default: int) -> int:
+    """A record's integer field, or ``default`` if it is missing or not an int."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return default
+
+
 def _looks_like_html(body: bytes) -> bool:
     return _HTML_SNIFF.search(body, 0, 1024) is not None
 
@@ -113,9 +120,8 @@ class _Emitter:
         self.base = base
         self.cfg = cfg
         self.result = result
-        self.depth = int(parent.get("depth") or 0)
-        prio = parent.get("priority")
-        self.priority = prio if isinstance(prio, int) else DEFAULT_PRIORITY
+        self.depth = _int_field(parent.get("depth"), 0)
+        self.priority = _int_field(parent.get("priority"), DEFAULT_PRIORITY)
         self.duplicate = parent.get("duplicate_of") is not None
         self.canon = cfg.canon
         self.trap_policy = cfg.traps
@@ -341,6 +347,11 @@ def parse_fetch(fetch_record: Record, read: Callable[[Record], Response],
     ``unreadable``, with a reject record when rejects are on, and the
     stage carries on.
     """
+    if not isinstance(fetch_record.get("url"), str):
+        result = PageResult()
+        result.add("bad_records")
+        result.error = f"fetch record without a URL string: {str(fetch_record)[:200]}"
+        return result
     outcome = fetch_record.get("outcome")
     if outcome == "redirect" or (fetch_record.get("location") and outcome != "ok"):
         return parse_redirect(fetch_record, config)
@@ -362,7 +373,12 @@ def parse_fetch(fetch_record: Record, read: Callable[[Record], Response],
                 "reject", input=fetch_record["url"], error=f"unreadable body: {exc}",
                 warc=fetch_record["warc"]))
         return result
-    ctype_values = header_values(resp.headers, "content-type")
-    return parse_body(resp.url or fetch_record["url"], resp.headers, resp.body,
-                      content_type=ctype_values[0] if ctype_values else resp.content_type,
-                      parent=fetch_record, config=config, now=now)
+    try:
+        ctype_values = header_values(resp.headers, "content-type")
+        return parse_body(resp.url or fetch_record["url"], resp.headers, resp.body,
+                          content_type=ctype_values[0] if ctype_values else resp.content_type,
+                          parent=fetch_record, config=config, now=now)
+    except Exception as exc:  # a bug on one page must not stop the crawl; say it loudly
+        result.add("parse_failures")
+        result.error = f"{fetch_record['url']}: parse failed ({type(exc).__name__}: {exc})"
+        return result

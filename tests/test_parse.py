@@ -318,3 +318,24 @@ def test_any_markup_gives_canonical_http_links(parts: list[str]) -> None:
         assert rec["fp"] not in seen
         seen.add(rec["fp"])
     assert res.page is not None
+
+
+def test_odd_parent_fields_do_not_crash() -> None:
+    for depth, priority in (("deep", "high"), (None, None), (True, -3), (2.5, [1])):
+        res = parse('<a href="/a">a</a>', parent={"depth": depth, "priority": priority})
+        assert (res.links[0]["depth"], res.links[0]["priority"]) == (1, 1)
+
+
+def test_fetch_record_without_url_string() -> None:
+    res = parse_fetch({"kind": "fetch", "url": 42, "outcome": "ok"}, lambda rec: None)  # type: ignore[arg-type,return-value]
+    assert res.counts == {"bad_records": 1} and res.error and "URL string" in res.error
+
+
+def test_a_failure_inside_one_page_is_that_pages_alone() -> None:
+    # headers that are not (name, value) pairs: the parse fails, the stage goes on
+    broken = StoredResponse(url=PAGE, status=200, headers=[("Content-Type",)],  # type: ignore[list-item]
+                            body=b"<a href=/a>", content_type="text/html")
+    rec = {"url": PAGE, "outcome": "ok", "warc": {"file": "f", "offset": 0, "length": 1}}
+    res = parse_fetch(rec, lambda r: broken)
+    assert res.counts == {"parse_failures": 1} and res.links == []
+    assert res.error and res.error.startswith(PAGE)

@@ -91,6 +91,7 @@ def command(crawl_dir: Path | None, warc_dir: Path | None, input_: str, output: 
     read = _reader(warc_dir)
     with stage_io("parse", frozenset({"fetch"}), input_, output, strict, stats_file) as sio:
         page_sink = open_sink(pages) if pages and pages != "-" else None
+        warned = [0]  # per-page problems printed (then only counted)
 
         def batch(recs: list[Record]) -> list[Record]:
             out: list[Record] = []
@@ -100,8 +101,10 @@ def command(crawl_dir: Path | None, warc_dir: Path | None, input_: str, output: 
                 res = parse_fetch(rec, read, cfg, now)
                 out += res.links
                 out += res.rejects
-                if res.error and sio.report.counts.get("unreadable", 0) < 50:
-                    sio.report.warn(res.error)
+                if res.error:
+                    warned[0] += 1
+                    if warned[0] <= 100:
+                        sio.report.warn(res.error)
                 if res.page is not None:
                     events.append(res.page)
                 for key, n in res.counts.items():
