@@ -80,11 +80,12 @@ def format_text(rec: Record, explain: bool = False) -> str:
     verdict = "allowed" if rec["allowed"] else "disallowed"
     group = rec.get("group") or "none"
     if rec.get("rule"):
-        why = f"{rec['rule']}  (line {rec.get('line') or '-'}, group {group})"
+        at = f"line {rec['line']}, " if rec.get("line") else ""
+        why = f"{rec['rule']}  ({at}group {group})"
     elif path_of(url) == "/robots.txt":
         why = "robots.txt itself is always allowed (RFC 9309 section 2.2.2)"
     else:
-        why = f"no rule matched  (group {group})"
+        why = f"no rule matched  (group {group})" if rec.get("group") else "no group applies"
     where = rec.get("robots_txt") or {}
     if where.get("verdict") in ("unavailable", "unreachable"):
         why += f"  [robots.txt {where['verdict']}: {where.get('error') or where.get('status')}]"
@@ -95,12 +96,12 @@ def format_text(rec: Record, explain: bool = False) -> str:
     if explain and ex:
         lines.append(f"    path {ex['path']!r} compared as {ex['normalized']!r}")
         tokens = ", ".join(ex["agent_tokens"]) or "(none)"
-        start = ", ".join(map(str, ex["group_lines"])) or "-"
-        lines.append(f"    agent tokens tried: {tokens}; group {ex['group'] or 'none'} "
-                     f"(starting at line {start})")
+        start = ", ".join(map(str, ex["group_lines"]))
+        lines.append(f"    agent tokens tried: {tokens}; group {ex['group'] or 'none'}"
+                     + (f" (starting at line {start})" if start else ""))
         for m in ex["matching"]:
-            lines.append(f"    matches: {m['rule']}  (line {m['line'] or '-'}, "
-                         f"{m['priority']} octets)")
+            at = f"line {m['line']}, " if m["line"] else ""
+            lines.append(f"    matches: {m['rule']}  ({at}{m['priority']} octets)")
         if not ex["matching"]:
             lines.append("    no rule of the group matches: allowed by default")
         for extra in (ex.get("implicit"), ex.get("note")):

@@ -33,7 +33,8 @@ def _urls(urls: tuple[str, ...], input_: str, report: Report) -> Iterator[Record
 @click.command(name="robots")
 @click.argument("urls", nargs=-1, metavar="[URL]...")
 @click.option("-i", "--input", "input_", default="-", show_default=True, metavar="SRC",
-              help="Without URL arguments, read URLs from SRC: '-' (stdin), a file or spool:DIR.")
+              help="Without URL arguments, read URLs from SRC: '-' (stdin), a file or spool:DIR "
+                   "(a spool is consumed, as by any stage).")
 @click.option("--strict", is_flag=True, help="Exit with status 3 if any input line was malformed.")
 @click.option("-A", "--agent", default="crawl", show_default=True, metavar="AGENT",
               help="Product token (or full User-Agent string) whose group applies.")
