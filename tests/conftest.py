@@ -146,7 +146,8 @@ def start_testweb(tmp_path: Path, hosts: int = 40, seed: int = 0, **knobs: Any) 
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out.mkdir(parents=True, exist_ok=True)
     errlog = open(out / "serve.err", "wb")  # noqa: SIM115 - a file, not a pipe: it never fills up
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errlog, env=env, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errlog, env=env, cwd=ROOT,
+                            preexec_fn=_die_with_parent)
     web = None
     try:
         ready = _read_ready(proc, out, timeout=60)
@@ -161,6 +162,16 @@ def start_testweb(tmp_path: Path, hosts: int = 40, seed: int = 0, **knobs: Any) 
         errlog.close()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM the server if pytest dies without cleaning up (no orphaned webs)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _read_ready(proc: subprocess.Popen[bytes], out: Path, timeout: float) -> dict[str, Any]:
