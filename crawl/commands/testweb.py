@@ -20,7 +20,7 @@ def command() -> None:
 
     \b
         crawl testweb serve --out web --hosts 40 &
-        crawl run --dir D --seeds web/seeds.txt --resolve-file web/hosts
+        crawl run --dir D --seeds web/seeds.txt --resolve-file web/hosts --allow-private
         crawl testweb audit web
     """
 
