@@ -14,6 +14,7 @@ kept as the raw bytes (percent-encoded when matched).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -36,8 +37,7 @@ _REQUEST_RATE = ("request-rate", "request_rate", "requestrate", "request rate")
 _ALL_KEYS = _USER_AGENT + _DISALLOW + _ALLOW + _SITEMAP + _CRAWL_DELAY + _REQUEST_RATE
 
 
-@dataclass(frozen=True, slots=True)
-class RawRule:
+class RawRule(NamedTuple):
     """One allow/disallow line as written, with its 1-based line number."""
 
     allow: bool
@@ -144,8 +144,21 @@ def key_value(line: str) -> tuple[str, str] | None:
     return key, line[sep + 1 :].strip()
 
 
-def _is(key: str, names: tuple[str, ...]) -> bool:
-    return key.startswith(names)
+_KINDS = (("user-agent", _USER_AGENT), ("disallow", _DISALLOW), ("allow", _ALLOW),
+          ("sitemap", _SITEMAP), ("crawl-delay", _CRAWL_DELAY), ("request-rate", _REQUEST_RATE))
+
+
+@functools.lru_cache(maxsize=1024)
+def directive(key: str) -> str | None:
+    """The directive a (lowercase) key spells, or None for an unknown one.
+
+    Keys are matched as prefixes, so "disallowed" is "disallow"; "disallow"
+    is tried before "allow" for the same reason.
+    """
+    for name, spellings in _KINDS:
+        if key.startswith(spellings):
+            return name
+    return None
 
 
 def agent_token(value: str) -> str:
@@ -235,7 +248,8 @@ def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
         if kv is None:
             continue
         key, value = kv
-        if _is(key, _USER_AGENT):
+        kind = directive(key)
+        if kind == "user-agent":
             if current is None or not in_agents:
                 current = RawGroup(line=lineno)
                 groups.append(current)
@@ -246,21 +260,19 @@ def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
             run.append(agent_token(value))
             current.agents.append(run[-1])
             current.agent_lines.append(value)
-        elif _is(key, _DISALLOW) or _is(key, _ALLOW):
+        elif kind == "disallow" or kind == "allow":
             if current is None:
                 continue
             in_agents = False
-            current.rules.append(RawRule(not _is(key, _DISALLOW), value, lineno))
-        elif _is(key, _SITEMAP):
+            current.rules.append(RawRule(kind == "allow", value, lineno))
+        elif kind == "sitemap":
             if value:
                 sitemaps.append(value)
-        elif _is(key, _CRAWL_DELAY) or _is(key, _REQUEST_RATE):
-            # Not in RFC 9309: these never end a group (section 2.2.4), they
-            # only attach to the agents of the latest user-agent run.
-            if current is None:
-                continue
+        elif kind is not None and current is not None:
+            # Crawl-delay, Request-rate: not in RFC 9309. They never end a
+            # group (section 2.2.4); they attach to the latest user-agent run.
             run_closed = True
-            if _is(key, _CRAWL_DELAY):
+            if kind == "crawl-delay":
                 delay = parse_delay(value)
                 if delay is not None:
                     for a in run:
