@@ -46,7 +46,7 @@ ANCHOR_CHARS = 100
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/html"})
 _SNIFF_TYPES = frozenset({"", "application/octet-stream", "unknown/unknown"})
 _HTML_SNIFF = re.compile(rb"<(?:!doctype\s+html|html|head|body|title|a\s|meta|div|p[\s>])", re.I)
-_LINK_CANONICAL = re.compile(r"""<\s*([^>]*)\s*>\s*;[^,]*?\brel\s*=\s*"?canonical\b""", re.I)
+_LINK_CANONICAL = re.compile(r"""<([^>]*)>\s*;[^,<]*?\brel\s*=\s*"?canonical\b""", re.I)
 _DEMOTING_RELS = frozenset({"ugc", "sponsored"})
 _SOURCES = {"urlset": "sitemap", "sitemapindex": "sitemap-index", "rss": "feed", "atom": "feed"}
 

@@ -339,3 +339,31 @@ def test_a_failure_inside_one_page_is_that_pages_alone() -> None:
     res = parse_fetch(rec, lambda r: broken)
     assert res.counts == {"parse_failures": 1} and res.links == []
     assert res.error and res.error.startswith(PAGE)
+
+
+@pytest.mark.parametrize(
+    ("content", "target"),
+    [
+        ("3;url=/moved", "/moved"),
+        ("5; URL='/x'", "/x"),
+        (' 2 ; url = "http://x.test/" ', "http://x.test/"),
+        ("1, /q", "/q"),
+        ("url=/a", "/a"),
+        ("0; url.html", "url.html"),  # "url" not followed by "=" is part of the URL
+        ("0", None),
+        ("0;  ", None),
+    ],
+)
+def test_meta_refresh_targets(content: str, target: str | None) -> None:
+    from crawl.links import refresh_target
+
+    assert refresh_target(content) == target
+
+
+@pytest.mark.timeout(60)
+def test_hostile_attribute_and_header_values_stay_linear() -> None:
+    # Both were once regexes that backtracked quadratically on white space.
+    body = f'<meta http-equiv="refresh" content="0; url=a{" " * 200_000}b"><a href="/x">x</a>'
+    assert urls(parse(body)) == ["http://a.test/dir/a", "http://a.test/x"]
+    headers = HTML + [("Link", "<" + " " * 200_000), ("Link", "<a>;" * 50_000)]
+    assert urls(parse('<a href="/x">x</a>', headers=headers)) == ["http://a.test/x"]
