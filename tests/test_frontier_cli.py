@@ -1,0 +1,148 @@
+"""``crawl frontier`` as users run it: CliRunner for the commands, real
+concurrent ``python -m crawl`` processes for "no double lease"."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from click.testing import CliRunner, Result
+
+from crawl.commands import cli
+from crawl.frontier import Frontier
+
+FAST = ["--delay", "0.01", "--response-factor", "0"]
+
+
+def crawl(*args: str, stdin: str | bytes = "") -> Result:
+    return CliRunner().invoke(cli, list(args), input=stdin)
+
+
+def records(text: str) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def fetches(leases: list[dict[str, Any]], **fields: Any) -> str:
+    recs = [{"kind": "fetch", "url": r["url"], "lease": r["lease"], "outcome": "ok", "status": 200, **fields}
+            for r in leases]
+    return "".join(orjson.dumps(r).decode() + "\n" for r in recs)
+
+
+def test_add_next_complete_roundtrip(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    res = crawl("frontier", "add", "--dir", d, stdin="http://a.test/1\nhttp://b.test/\n"
+                '{"kind": "link", "url": "http://a.test/2", "depth": 1, "anchor": "two"}\n')
+    assert res.exit_code == 0 and res.stdout == ""
+    res = crawl("frontier", "next", "--dir", d, "-n", "10", "--lease", "2m")
+    leases = records(res.stdout)
+    assert sorted(r["url"] for r in leases) == ["http://a.test/1", "http://b.test/"]
+    assert all(r["kind"] == "lease" and r["deadline"] > time.time() + 100 for r in leases)
+    res = crawl("frontier", "complete", "--dir", d, *FAST, stdin=fetches(leases))
+    events = records(res.stdout)
+    assert res.exit_code == 0 and [e["disposition"] for e in events] == ["done", "done"]
+    time.sleep(0.02)
+    [lease] = records(crawl("frontier", "next", "--dir", d).stdout)
+    assert lease["url"] == "http://a.test/2" and lease["anchor"] == "two"  # fields pass through
+
+
+def test_bad_input_is_reported_and_strict_exits_3(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    res = crawl("frontier", "add", "--dir", d, "--strict",
+                stdin='http://a.test/\n{"kind": "url"}\nnot json {\n{"url": "ftp://x.test/f"}\n')
+    assert res.exit_code == 3
+    assert "line 2" in res.stderr and '"url"' in res.stderr
+    assert "line 3" in res.stderr
+    assert "rejected 'ftp://x.test/f'" in res.stderr
+    with Frontier(Path(d) / "frontier") as fr:  # the good line still went in
+        assert fr.state_of("http://a.test/") == "queued"
+
+
+def test_complete_unknown_lease_reports_and_changes_nothing(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    crawl("frontier", "add", "--dir", d, stdin="http://a.test/\n")
+    res = crawl("frontier", "complete", "--dir", d, stdin=fetches([{"url": "http://a.test/",
+                                                                    "lease": "00000000000000aa"}]))
+    assert res.exit_code == 0
+    [ev] = records(res.stdout)
+    assert ev["event"] == "frontier.unknown-lease" and "unknown or expired" in res.stderr
+    res = crawl("frontier", "complete", "--dir", d, stdin='{"kind": "fetch", "url": "http://a.test/"}\n')
+    assert res.exit_code == 0 and 'no "outcome" field' in res.stderr  # caught by the reader
+    with Frontier(Path(d) / "frontier") as fr:
+        assert fr.state_of("http://a.test/") == "queued"
+
+
+def test_stats_dump_cycle_and_requeue(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    crawl("frontier", "add", "--dir", d, stdin="http://a.test/1\nhttp://a.test/2\nhttp://b.test/\n")
+    crawl("frontier", "next", "--dir", d, "-n", "1", "--lease", "0.05s")
+    stats = orjson.loads(crawl("frontier", "stats", "--dir", d, "--json").stdout)
+    for key in ("queued", "hosts", "hosts_ready", "in_flight", "hosts_parked", "backlog", "idle_fraction"):
+        assert key in stats
+    assert (stats["queued"], stats["hosts"], stats["in_flight"]) == (2, 2, 1)
+    assert "hosts ready" in crawl("frontier", "stats", "--dir", d).stdout
+    dump = orjson.loads(crawl("frontier", "dump", "--dir", d, "--host", "a.test").stdout)
+    assert dump["host"] == "a.test" and dump["queued"] + ("lease" in dump) == 2
+    time.sleep(0.06)
+    res = crawl("frontier", "requeue-expired", "--dir", d)
+    assert res.exit_code == 0 and "requeued 1" in res.stderr
+    assert "cycle 1" in crawl("frontier", "new-cycle", "--dir", d).stderr
+
+
+def test_next_wait(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    t0 = time.monotonic()
+    res = crawl("frontier", "next", "--dir", d, "--wait")  # empty and idle: ends at once
+    assert res.exit_code == 0 and res.stdout == "" and time.monotonic() - t0 < 2
+    crawl("frontier", "add", "--dir", d, stdin=orjson.dumps({"url": "http://a.test/", "due": time.time() + 0.3}))
+    assert crawl("frontier", "next", "--dir", d).stdout == ""  # not due yet
+    res = crawl("frontier", "next", "--dir", d, "--wait")
+    assert [r["url"] for r in records(res.stdout)] == ["http://a.test/"]
+
+
+def test_help_has_examples() -> None:
+    res = crawl("frontier", "--help")
+    assert "crawl frontier next --dir D -n 100" in res.stdout
+    res = crawl("frontier", "next", "--help")
+    for flag in ("--lease", "--wait", "--per-ip", "--delay", "--park-for"):
+        assert flag in res.stdout
+
+
+def _spawn(args: list[str], stdin: bytes = b"") -> subprocess.Popen[bytes]:
+    p = subprocess.Popen([sys.executable, "-m", "crawl", *args], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdin is not None
+    p.stdin.write(stdin)
+    p.stdin.close()
+    return p
+
+
+def _collect(p: subprocess.Popen[bytes]) -> list[dict[str, Any]]:
+    assert p.stdout is not None and p.stderr is not None
+    out = p.stdout.read()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0, err.decode()
+    return records(out.decode())
+
+
+def test_concurrent_next_and_complete_processes_never_double_lease(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    urls = [f"http://c{h:03d}.test/{i}" for i in range(2) for h in range(60)]
+    crawl("frontier", "add", "--dir", d, stdin="\n".join(urls))
+    all_leases: list[dict[str, Any]] = []
+    for _round in range(2):
+        procs = [_spawn(["frontier", "next", "--dir", d, "-n", "25", "--lease", "5m"]) for _ in range(3)]
+        batch = [r for p in procs for r in _collect(p)]
+        hosts = [r["host"] for r in batch]
+        assert len(hosts) == len(set(hosts)) == 60, "a host was leased twice at once"
+        all_leases += batch
+        halves = [batch[::2], batch[1::2]]
+        procs = [_spawn(["frontier", "complete", "--dir", d, *FAST], fetches(h).encode()) for h in halves]
+        done = [e for p in procs for e in _collect(p)]
+        assert [e["disposition"] for e in done] == ["done"] * 60
+        time.sleep(0.02)
+    assert sorted(r["url"] for r in all_leases) == sorted(urls)  # each URL exactly once
+    assert len({r["lease"] for r in all_leases}) == 120
