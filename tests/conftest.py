@@ -118,11 +118,15 @@ class TestWeb:
     def advance_clock(self, seconds: float) -> None:
         self.admin(f"/clock?advance={seconds}")
 
-    def requests(self) -> list[dict[str, Any]]:
-        """Every request the server has logged so far (the log is flushed first)."""
+    def requests(self, since: int = 0) -> list[dict[str, Any]]:
+        """Requests the server has logged (the log is flushed first), from number ``since`` on.
+
+        The shared web's log holds every test's requests: take
+        ``n = len(testweb.requests())`` before, and ``testweb.requests(n)`` after.
+        """
         self.admin("/flush")
         with open(self.dir / "requests.log", "rb") as f:
-            return [orjson.loads(line) for line in f if line.strip()]
+            return [orjson.loads(line) for line in f if line.strip()][since:]
 
     def stop(self) -> None:
         self._client.close()

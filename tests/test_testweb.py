@@ -65,6 +65,33 @@ def test_same_config_same_bytes_other_seed_other_web() -> None:
     assert content.page_html(a, 0, 5, 0) != content.page_html(c, 0, 5, 0)
 
 
+def test_a_web_is_the_same_in_another_process() -> None:
+    """No hash randomisation, no global state: a fresh interpreter serves the same bytes."""
+    import hashlib
+
+    from crawl.testweb.manifest import page_records
+
+    web = Web(WebConfig(seed=11, hosts=25, pages=6, port=8080))
+    code = ("import hashlib, orjson; from crawl.testweb import Web, WebConfig, content; "
+            "from crawl.testweb.manifest import page_records; "
+            "w = Web(WebConfig(seed=11, hosts=25, pages=6, port=8080)); h = hashlib.sha256(); "
+            "[h.update(content.page_html(w, i, k, 3)) for i in range(25) for k in range(6)]; "
+            "[h.update(orjson.dumps(r)) for i in range(25) for r in page_records(w, i, 1.78e9)]; "
+            "print(h.hexdigest())")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                           check=True, env={"PYTHONHASHSEED": "random", "PATH": ""}).stdout.strip()
+    import orjson
+
+    h = hashlib.sha256()
+    for i in range(25):
+        for k in range(6):
+            h.update(content.page_html(web, i, k, 3))
+    for i in range(25):
+        for r in page_records(web, i, 1.78e9):
+            h.update(orjson.dumps(r))
+    assert other == h.hexdigest()
+
+
 def test_first_hosts_cover_every_profile() -> None:
     web = Web(WebConfig(hosts=len(PROFILES)))
     assert [(web.host(i).behaviour, web.host(i).robots) for i in range(len(PROFILES))] == list(PROFILES)
@@ -415,7 +442,7 @@ def test_request_log_records_every_request(private: TestWeb) -> None:
     with httpx.Client() as c:
         for _ in range(3):
             c.get(f"http://{private.address(1)}:{private.port}/", headers={"Host": private.host(1)})
-    log = private.requests()[before:]
+    log = private.requests(before)
     assert len(log) == 3 and len({r["conn"] for r in log}) == 1  # keep-alive: one connection
     for r in log:
         assert r["host"] == private.host(1) and r["path"] == "/" and r["status"] == 200

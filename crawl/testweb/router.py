@@ -252,7 +252,8 @@ class Router:
         if n == 0:
             headers.append(("Retry-After", "2"))
         elif n == 2:
-            headers.append(("Retry-After", content.http_date(self.clock.now() + 3)))
+            # transport time is real time, even under a simulated clock: a crawler waits for real
+            headers.append(("Retry-After", content.http_date(time.time() + 3)))
         return Response(status, headers, b"<html><body>Slow down.</body></html>\n")
 
     def _reset(self, i: int, req: Request, path: str, query: str) -> Response | None:
