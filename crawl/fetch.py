@@ -62,6 +62,7 @@ class FetchConfig:
     conditional: bool = True
     archive_robots: bool = True
     concurrency: int = 256
+    host_delay: float = 1.0  # between robots.txt redirect hops (the frontier spaces leases)
 
 
 def type_wanted(content_type: str | None, wanted: tuple[str, ...]) -> bool:
@@ -187,6 +188,15 @@ class Fetcher:
             if not info.robots.allowed(url, self.cfg.agent_token):
                 extra = _robots_fields(info, url, self.cfg, now)
                 return done("robots-disallowed", extra.pop("error", None), **extra)
+            if exchanges:
+                # This request went to robots.txt. Asking for the page right away
+                # would be a second request with no delay: a frontier lease goes
+                # back so the frontier leases it on the host's next turn; a bare
+                # URL (no frontier) waits the host delay here.
+                if lease.get("kind") == "lease":
+                    return done("deferred", "robots.txt fetched first; the page waits for the "
+                                "host's next turn", robots_status=info.status)
+                await trio.sleep(self.cfg.host_delay)
         headers = [("User-Agent", self.cfg.user_agent),
                    ("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,text/plain;q=0.8,*/*;q=0.1"),
                    ("Accept-Encoding", "gzip, deflate, br")]
@@ -424,12 +434,12 @@ async def open_fetcher(
     policy = policy or AddressPolicy()
     store = store or StoreOptions()
     resolver = Resolver(overrides or {}, fallback=fallback, env=env)
-    transport = make_transport(resolver, policy, max_connections=max(64, cfg.concurrency * 2),
-                               keepalive=max(32, cfg.concurrency))
+    transport = make_transport(resolver, policy, max_origins=max(64, cfg.concurrency * 4))
     writer = WarcWriter(crawl_dir.warc, prefix=store.prefix, max_size=store.max_size,
                         compression=store.compression,
                         info={"operator-agent": cfg.user_agent, "robots": "obey" if cfg.robots else "ignore"})
-    robots = RobotsFetcher(transport, RobotsCache(env), user_agent=cfg.user_agent, limits=cfg.limits)
+    robots = RobotsFetcher(transport, RobotsCache(env), user_agent=cfg.user_agent, limits=cfg.limits,
+                           hop_delay=cfg.host_delay)
     fetcher = Fetcher(cfg, transport, resolver, policy, history=History(env), robots=robots)
     try:
         yield fetcher, writer

@@ -132,8 +132,10 @@ class RobotsFetcher:
         ttl: float = ROBOTS_TTL,
         unreachable_ttl: float = UNREACHABLE_TTL,
         clock: Any = time.time,
+        hop_delay: float = 1.0,
     ) -> None:
         self.transport = transport
+        self.hop_delay = hop_delay  # politeness between redirect hops (same lease)
         self.cache = cache
         self.user_agent = user_agent
         self.limits = limits or Limits()
@@ -177,7 +179,7 @@ class RobotsFetcher:
                 good = dict(prev, expires=entry["expires"], unreachable_since=since,
                             last_error=info.error, last_status=info.status)
                 if self.cache:
-                    self.cache.put(origin, good, cached[1])
+                    await trio.to_thread.run_sync(self.cache.put, origin, good, cached[1])
                 stale = await _info_async(good, cached[1], origin, "stale")
                 stale.error = info.error
                 self._remember(origin, good["expires"], stale)
@@ -188,8 +190,8 @@ class RobotsFetcher:
             body = b""
         else:
             entry["expires"] = now + self.ttl
-        if self.cache:
-            self.cache.put(origin, entry, body)
+        if self.cache:  # an fsynced commit: off the event loop
+            await trio.to_thread.run_sync(self.cache.put, origin, entry, body)
         info.fetched_at = now
         self._remember(origin, entry["expires"], info)
         return info, exchanges
@@ -226,6 +228,9 @@ class RobotsFetcher:
                 url = urljoin(url, loc.strip())
                 if urlsplit(url).scheme not in ("http", "https"):
                     break
+                # Each hop is another request, often to the same host: keep the
+                # host's delay between them (DESIGN invariant 2).
+                await trio.sleep(self.hop_delay)
                 continue
             break
         fixed = robots_mod.for_status(ex.status)
@@ -273,7 +278,7 @@ def fetch_robots_sync(
 
             env = open_env(CrawlDir(crawl_dir).fetchstate)
         resolver = Resolver(overrides, fallback=resolve_file is None or resolve_fallback, env=env)
-        transport = make_transport(resolver, policy, max_connections=8, keepalive=2)
+        transport = make_transport(resolver, policy, max_origins=8)
         try:
             rf = RobotsFetcher(transport, RobotsCache(env) if env is not None else None,
                                user_agent=user_agent or DEFAULT_USER_AGENT, limits=limits)

@@ -28,6 +28,7 @@ def run_batch(
     """Fetch ``urls`` (strings or lease dicts) once, in-process; results in input order."""
     leases = [u if isinstance(u, dict) else {"kind": "url", "v": 1, "url": u} for u in urls]
     cfg.setdefault("limits", FAST)
+    cfg.setdefault("host_delay", 0.05)  # the politeness pause after robots.txt, shortened
     conf = FetchConfig(**cfg)
 
     async def main() -> list[dict[str, Any]]:

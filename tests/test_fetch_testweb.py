@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from crawl import cdxj, records, store
+from crawl.exchange import Limits
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fetchutil import run_batch  # noqa: E402
@@ -17,7 +18,9 @@ def test_whole_test_web_against_the_manifest(testweb: Any, tmp_path: Path) -> No
     # robots files and media are covered elsewhere; keep one image per host
     urls = sorted(u for u, p in testweb.pages.items() if "robots" not in p["path"]
                   and not p["path"].endswith((".png", ".pdf")) or p["path"].endswith("photo-0.png"))
-    res = {r["url"]: r for r in run_batch(tmp_path / "D", urls, hosts_text, concurrency=64)}
+    # generous limits: the machine is shared, and the hostile pages are tested elsewhere
+    res = {r["url"]: r for r in run_batch(tmp_path / "D", urls, hosts_text, concurrency=64,
+                                           limits=Limits(connect=5.0, total=8.0))}
     assert set(res) == set(urls)
     warc = tmp_path / "D" / "warc"
     checked = 0
