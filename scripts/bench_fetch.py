@@ -70,7 +70,7 @@ def main() -> None:
                 return
             t0 = time.perf_counter()
             cmd = [sys.executable, "-m", "crawl", "fetch", "--dir", str(crawl_dir), "--resolve-file",
-                   str(web_dir / "hosts"), "--allow-private", "-c", str(args.concurrency)]
+                   str(web_dir / "hosts"), "--allow-private", "-c", str(args.concurrency), "--host-delay", "0"]
             with open(inp, "rb") as i, open(Path(tmp) / "out.ndjson", "wb") as o:
                 p = subprocess.Popen(cmd, stdin=i, stdout=o, cwd=ROOT)
                 _, status, usage = os.wait4(p.pid, 0)

@@ -41,6 +41,9 @@ from ._common import dir_option, io_options, stage_io
 @click.option("--content-type", "content_types", multiple=True, metavar="MIME",
               help="Content types whose body is read (repeatable; '*/*' for all). Default: "
                    + ", ".join(DEFAULT_TYPES) + " and */*+xml.")
+@click.option("--host-delay", type=float, default=1.0, show_default=True,
+              help="Seconds between robots.txt redirect hops, and between robots.txt and the page "
+                   "for plain URL input (a lease is answered 'deferred' instead).")
 @click.option("--ignore-robots", is_flag=True, help="Do not fetch or obey robots.txt (your own sites only).")
 @click.option("--no-conditional", is_flag=True, help="Never send If-None-Match / If-Modified-Since.")
 @click.option("--warc-compression", type=click.Choice(["gzip", "zstd", "none"]), default="gzip",
@@ -51,7 +54,7 @@ from ._common import dir_option, io_options, stage_io
 def command(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file: Path | None,
             resolve_file: Path | None, resolve_fallback: bool, allow_private: bool,
             allow_cidr: tuple[str, ...], user_agent: str, concurrency: int, connect_timeout: float,
-            timeout: float, max_body: int, max_decoded: int, content_types: tuple[str, ...],
+            timeout: float, max_body: int, max_decoded: int, content_types: tuple[str, ...], host_delay: float,
             ignore_robots: bool, no_conditional: bool, warc_compression: str, warc_size: int,
             warc_prefix: str) -> None:
     """Fetch leased URLs politely into WARC files; emit one fetch result each.
@@ -59,7 +62,8 @@ def command(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file:
     Reads lease records (or plain URLs) and writes one `fetch` record per
     input, with an `outcome`: ok, not-modified, redirect, http-error,
     robots-disallowed, timeout, connect-error, dns-error, too-large,
-    skipped-content-type, private-address, invalid-url or protocol-error.
+    skipped-content-type, private-address, invalid-url, protocol-error or
+    deferred (the lease was spent fetching robots.txt; lease it again).
     A result is written only after its response is fsynced into
     DIR/warc/*.warc.gz; its `warc` field ({file, offset, length}) points at
     it. Redirects are not followed: `location` goes back to the frontier.
@@ -77,7 +81,8 @@ def command(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file:
         user_agent=user_agent, agent_token=agent_token(user_agent) or "crawl",
         limits=Limits(connect=connect_timeout, total=timeout, max_body=max_body, max_decoded=max_decoded),
         content_types=tuple(c.lower() for c in content_types) or DEFAULT_TYPES,
-        robots=not ignore_robots, conditional=not no_conditional, concurrency=concurrency)
+        robots=not ignore_robots, conditional=not no_conditional, concurrency=concurrency,
+        host_delay=host_delay)
     overrides = load_hosts(resolve_file) if resolve_file else {}
     policy = AddressPolicy.from_cidrs(allow_cidr, allow_private)
     cdir = open_crawl_dir(crawl_dir)
