@@ -410,6 +410,20 @@ def test_arbitrary_text_only_ever_rejects(text: str, base: str | None) -> None:
     assert canonicalize(c.url) == c
 
 
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(["http://", "https://", "HTTP:", "http:/", "https:\\\\"]),
+       st.text(max_size=60))
+def test_arbitrary_text_after_a_scheme(prefix: str, rest: str) -> None:
+    """Text that reaches the host and path parsers: canonical, idempotent, or a reject."""
+    try:
+        c = canonicalize(prefix + rest)
+    except CanonError:
+        return
+    assert canonicalize(c.url) == c
+    assert canonicalize(prefix + rest, trace=[]) == c
+    assert host_of(prefix + rest) == c.host
+
+
 # -- the command -------------------------------------------------------------------
 
 def run(args: list[str], stdin: str) -> tuple[int, list[dict[str, object]], str]:
