@@ -94,8 +94,8 @@ def _merge(name: str, groups: list[RawGroup]) -> _Group:
     """Combine all groups naming the agent into one (section 2.2.1)."""
     rules: list[Rule] = []
     for g in groups:
-        for r in g.rules:
-            c = compile_rule(r.allow, r.value, r.line or None)
+        for raw in g.rules:
+            c = compile_rule(raw.allow, raw.value, raw.line or None)
             if c is not None:
                 rules.append(c)
     rules.sort(key=lambda r: (-r.priority, not r.allow))
@@ -145,6 +145,8 @@ class Robots:
         init(self, "size", size)  # bytes received
         init(self, "note", note)  # why this value exists, e.g. "robots.txt returned 503"
 
+    _groups: tuple[RawGroup, ...]
+    _by_agent: dict[str, _Group]
     sitemaps: tuple[str, ...]
     truncated: bool
     size: int
