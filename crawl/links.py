@@ -80,6 +80,10 @@ _PARSER_OPTIONS: dict[str, Any] = {
     "no_network": True,
     "collect_ids": False,
     "default_doctype": False,
+    # libxml2 stops reading at nesting depth 256 without this, silently
+    # losing every later link; tag soup (unclosed <div>s in a loop) gets
+    # there. With it the limit is 2048, which we report when hit.
+    "huge_tree": True,
 }
 _TREE_PARSER = etree.HTMLParser(**_PARSER_OPTIONS)
 _END_HTML = re.compile(rb"</html", re.I)
@@ -112,7 +116,7 @@ def _elements(utf8: bytes) -> tuple[list[etree._Element], str | None]:
             return [], f"unparsable HTML: {exc}"
         if root is None:
             return [], "unparsable HTML: no document element"
-        return list(root.iter(*_TAGS)), None
+        return list(root.iter(*_TAGS)), _stopped_early(_TREE_PARSER.error_log)
     parser = etree.HTMLPullParser(events=("start",), tag=_TAGS, **_PARSER_OPTIONS)
     error = None
     try:
@@ -121,7 +125,17 @@ def _elements(utf8: bytes) -> tuple[list[etree._Element], str | None]:
     except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
         error = f"unparsable HTML: {exc}"
     # Read the events even after an error: whatever was parsed is kept.
-    return [el for _, el in parser.read_events()], error
+    return [el for _, el in parser.read_events()], error or _stopped_early(parser.error_log)
+
+
+def _stopped_early(log: Any) -> str | None:
+    """Why libxml2 gave up before the end of the document, if it did."""
+    if not len(log):
+        return None
+    for entry in log:
+        if "Excessive depth" in entry.message:
+            return "elements nested deeper than 2048: the rest of the page was not read"
+    return None
 
 
 def robots_directives(values: list[str], agent: str) -> set[str]:

@@ -367,3 +367,14 @@ def test_hostile_attribute_and_header_values_stay_linear() -> None:
     assert urls(parse(body)) == ["http://a.test/dir/a", "http://a.test/x"]
     headers = HTML + [("Link", "<" + " " * 200_000), ("Link", "<a>;" * 50_000)]
     assert urls(parse('<a href="/x">x</a>', headers=headers)) == ["http://a.test/x"]
+
+
+def test_deep_tag_soup_keeps_its_links_and_says_where_it_gave_up() -> None:
+    # 300 unclosed <div>s: past libxml2's default depth limit of 256
+    soup = "".join(f'<a href="/{i}"><div>item {i} ' for i in range(300))
+    res = parse(soup)
+    assert len(res.links) == 300 and res.page is not None and res.page.get("error") is None
+    abyss = parse("".join(f'<a href="/{i}"><div>' for i in range(3000)))
+    assert 1000 <= len(abyss.links) < 3000
+    assert abyss.page is not None and "nested deeper" in abyss.page["error"]
+    assert abyss.counts["parse_errors"] == 1
