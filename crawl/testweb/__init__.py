@@ -4,6 +4,7 @@ Modules, by concern:
 
 - ``generator``: the shape of the web (hosts, addresses, behaviours, pages,
   links, robots rules), a pure function of :class:`WebConfig`;
+- ``rules``: robots rule matching (RFC 9309 precedence) and trap patterns;
 - ``content``: the bytes (HTML, robots.txt, sitemaps, PDF, PNG, gzip bomb);
 - ``router``: request in, response out (behaviours, conditional requests);
 - ``server``: the asyncio HTTP/1.1 server and the request log;

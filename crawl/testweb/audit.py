@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .generator import rules_disallow
+from .rules import rules_disallow
 
 Violation = dict[str, Any]
 _ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt", "/policies/robots.txt")
