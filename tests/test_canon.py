@@ -442,7 +442,7 @@ def test_cli_issue_example_in_a_subprocess() -> None:
     assert rec == {
         "kind": "url", "v": 1, "url": "http://example.com/b?a=1&b=2",
         "fp": f"{fingerprint('http://example.com/b?a=1&b=2'):016x}",
-        "surt": "com,example)/b?a=1&b=2", "canon_v": CANON_VERSION,
+        "surt": "com,example)/b?a=1&b=2", "host": "example.com", "canon_v": CANON_VERSION,
     }
 
 

@@ -30,12 +30,12 @@ def canon_records(recs: list[Record], base: str | None, config: CanonConfig,
             report.add(f"rejected/{exc.reason}")
             out = records.derive(rec, "reject", input=url, error=exc.reason, detail=exc.detail,
                                  canon_v=CANON_VERSION)
-            for stale in ("url", "fp", "surt"):
+            for stale in ("url", "fp", "surt", "host"):
                 out.pop(stale, None)
         else:
             report.add("changed" if c.url != url else "unchanged")
             out = records.derive(rec, rec["kind"], url=c.url, fp=f"{c.fp:016x}", surt=c.surt,
-                                 canon_v=CANON_VERSION)
+                                 host=c.host, canon_v=CANON_VERSION)
         if trace is not None:
             out["explain"] = trace
         yield out
@@ -63,8 +63,9 @@ def command(input_: str, output: str, strict: bool, stats_file: Path | None,
 
     Reads plain URL lines or url/link records. A URL that canonicalises
     keeps every field and its kind and gets `url` (canonical), `fp` (XXH3-64
-    of the canonical URL, 16 hex digits), `surt` (host-reversed key) and
-    `canon_v` (rule-set version). A URL that cannot becomes a `reject`
+    of the canonical URL, 16 hex digits), `surt` (host-reversed key),
+    `host` (host[:port], the politeness key) and `canon_v` (rule-set
+    version). A URL that cannot becomes a `reject`
     record with `input`, `error` (a stable code: unsupported-scheme,
     invalid-host, invalid-port, too-long, relative-without-base,
     invalid-base, invalid-url, not-unicode) and `detail`, and no `url`.
