@@ -588,3 +588,10 @@ def test_help_documents_the_options(tmp_path: Path) -> None:
     bad = runner.invoke(command, ["serve", "--out", str(tmp_path / "x"), "--mix", "nonsense"])
     assert bad.exit_code != 0 and not (tmp_path / "x").exists()
     assert "unknown behaviour(s) in --mix: nonsense" in str(bad.exception)
+
+
+def test_a_busy_port_is_a_clear_error(private: TestWeb, tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "crawl", "testweb", "serve", "--out", str(tmp_path / "w"),
+                        "--hosts", "3", "--port", str(private.port)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert p.returncode == 1 and "choose another --port" in p.stderr and "Traceback" not in p.stderr

@@ -27,6 +27,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from ..errors import CrawlError
 from . import content
 from .router import ADMIN_HOST, Clock, Request, Response, Router
 
@@ -362,12 +363,13 @@ async def listen(
                 if chosen == 0:
                     chosen = srv.sockets[0].getsockname()[1]
             return servers, chosen
-        except OSError:
+        except OSError as exc:
             for srv in servers:
                 srv.close()
             if port != 0:
-                raise
-    raise OSError("could not find one free port on every test web address")
+                raise CrawlError(f"cannot listen on port {port} of {', '.join(addresses[:3])}...: "
+                                 f"{exc.strerror}; choose another --port, or 0 for any free one") from exc
+    raise CrawlError("could not find one free port on every test web address; try again or use --port")
 
 
 async def run(
