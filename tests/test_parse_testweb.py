@@ -8,16 +8,25 @@ trap hosts can be walked link by link to show the heuristics end them.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import deque
+from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from crawl.canon import canonicalize
+from crawl.exchange import Limits
 from crawl.parse import ParseConfig, parse_body
 from crawl.testweb import Clock, Web, WebConfig
 from crawl.testweb.content import page_html
 from crawl.testweb.router import Request, Router
 from crawl.traps import TrapPolicy
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fetchutil import run_batch  # noqa: E402
 
 CFG = ParseConfig(traps=TrapPolicy(year=2026))
 
@@ -133,3 +142,42 @@ def test_wrong_content_types() -> None:
     assert found["/ct/wrong.html"] == [f"http://{name}/"]  # octet-stream: sniffed
     assert found["/ct/html-as-png.png"] == []  # the server said image: not parsed
     assert found["/ct/png-as-html.html"] == []  # binary junk labelled HTML: no crash
+
+
+def test_fetch_then_parse_over_real_http(testweb: Any, tmp_path: Path) -> None:
+    """The real pipeline: fetch from the running test web into WARCs, then `crawl parse`."""
+    plain = [h for h, rec in testweb.hosts.items()
+             if rec["behaviour"] == "plain" and rec["robots"]["variant"] == "simple"][:3]
+    assert len(plain) == 3
+    pages = [p for h in plain for p in testweb.pages_of(h)
+             if p["status"] == 200 and p["content_type"].startswith("text/html")
+             and not p["disallowed"] and p["behaviour"] is None][:20]
+    sitemaps = [testweb.url(plain[0], "/sitemap.xml"), testweb.url(plain[0], "/sitemap-pages.xml")]
+    d = tmp_path / "D"
+    fetched = run_batch(d, [p["url"] for p in pages] + sitemaps, testweb.hosts_file.read_text(),
+                        limits=Limits(connect=5.0, total=8.0))
+    assert [r["outcome"] for r in fetched] == ["ok"] * len(fetched), fetched
+    stdin = b"".join(orjson.dumps(r) + b"\n" for r in fetched)
+    proc = subprocess.run([sys.executable, "-m", "crawl", "parse", "--dir", str(d)],
+                          input=stdin, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = [orjson.loads(line) for line in proc.stdout.splitlines()]
+    by_parent: dict[str, set[str]] = {}
+    for rec in out:
+        by_parent.setdefault(rec["parent"], set()).add(rec["url"])
+    for p in pages:
+        url = canonicalize(p["url"]).url
+        expected: set[str] = set()
+        if p["meta_robots"] != "nofollow":
+            expected = {canonicalize(lk["url"]).url for lk in p["links"]
+                        if lk["tag"] == "a" and "nofollow" not in lk["rel"]}
+        if p["canonical"] and canonicalize(p["canonical"]).url != url:
+            expected.add(canonicalize(p["canonical"]).url)
+        expected.discard(url)
+        assert by_parent.get(p["url"], set()) == expected, p["url"]
+    index = [r for r in out if r["parent"] == sitemaps[0]]
+    assert {r["source"] for r in index} == {"sitemap-index"} and len(index) == 2
+    entries = [r for r in out if r["parent"] == sitemaps[1]]
+    ordinary = {canonicalize(p["url"]).url for p in testweb.pages_of(plain[0]) if "approx_bytes" in p}
+    assert {r["url"] for r in entries} == ordinary and len(entries) == len(ordinary)
+    assert all(r["source"] == "sitemap" and r.get("lastmod") for r in entries)
