@@ -179,7 +179,7 @@ def main() -> None:
           f"{len(urls):,} distinct pages, {avg / 1024:.1f} KiB average; target {TARGET:,}) "
           f"ratio {rate / TARGET:.1f}x target")
     print(f"testweb: {served / cpu:,.0f} pages per CPU-second of the server process "
-          f"({served:,} pages in {cpu:.2f} s of CPU: the capacity of one core, whatever else runs)")
+          f"({served:,} pages in {cpu:.2f} s of user+system CPU; kernel softirq work not counted)")
     gen = generation_rate()
     print(f"testweb: {gen:,.0f} cold pages per CPU-second (first request of a page: generated, "
           f"in-process; warm-up over HTTP with one httpx client ran at {cold:,.0f} pages/s)")

@@ -383,6 +383,10 @@ def test_endless_huge_and_gzip_bomb_stream(private: TestWeb) -> None:
             d = zlib.decompressobj(31)
             out = d.decompress(raw, 1 << 20)
             assert out == bytes(len(out)) and len(out) == 1 << 20  # a ratio above 1000:1
+        head = client.head(url, headers={"Host": name})
+        assert head.status_code == 200 and head.content == b""
+        if behaviour == "huge":
+            assert head.headers["content-length"] == "3000000"
     client.close()
     small = content.gzip_bomb(8 << 20)
     assert gzip.decompress(small) == bytes(8 << 20)

@@ -234,7 +234,9 @@ class Connection(asyncio.Protocol):
         date = self.server.date.get()
         status, sent, outcome = resp.status, 0, "ok"
         try:
-            if resp.action == "hang":
+            if req.method == "HEAD" and resp.action in ("huge", "endless", "bomb"):
+                await self._head_only(resp, date, keep_alive)
+            elif resp.action == "hang":
                 await self._wait_closed(resp.delay)
                 outcome = "hang"
                 self.transport.close()
@@ -304,6 +306,22 @@ class Connection(asyncio.Protocol):
             self.busy = False
         if not self.closed:
             self.process()
+
+    async def _head_only(self, resp: Response, date: bytes, keep_alive: bool) -> None:
+        """HEAD of a big body: the headers it would have, no body (RFC 9110 9.3.2)."""
+        cfg = self.server.router.web.config
+        if resp.action == "huge":
+            length: int | None = cfg.huge_bytes
+        elif resp.action == "bomb":
+            loop = asyncio.get_running_loop()
+            length = len(await loop.run_in_executor(None, content.gzip_bomb, cfg.bomb_bytes))
+        else:
+            length = None
+            resp = Response(resp.status, [*resp.headers, ("Transfer-Encoding", "chunked")])
+        await self._write(head_bytes(resp, date, length, not keep_alive))
+        if not keep_alive:
+            self.transport.close()
+            self.closed = True
 
     async def _wait_closed(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
