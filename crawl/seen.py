@@ -84,6 +84,8 @@ class SeenSet:
         self.save_every = save_every
         self.hot_size = hot_size
         self._hot: tuple[set[int], set[int]] = (set(), set())
+        self._maybe_share = 0.0  # recent share of "maybe" answers (an EMA)
+        self._skips = 0
         self.counts: dict[str, int] = {}
         self.bloom = self._load_or_rebuild()
         self._unsaved = 0
@@ -108,7 +110,7 @@ class SeenSet:
                 return bf
         if entries or bf is not None:
             self._count("bloom_rebuilds")
-        return self.rebuild(max(self.expected, 2 * entries))
+        return self.rebuild(max(self.expected, entries + entries // 4))
 
     def _capacity(self, bf: BloomFilter) -> int:
         """The number of URLs at which ``bf`` reaches the target rate."""
@@ -166,8 +168,20 @@ class SeenSet:
         first = dict(zip(reversed(fps), range(len(fps) - 1, -1, -1), strict=True))
         hot_new, hot_old = self._hot
         cand = [f for f in first if f not in hot_new and f not in hot_old]
-        maybe = self.bloom.maybe_many(cand)
-        asked = list(compress(cand, maybe))
+        if self._maybe_share < 0.5:
+            asked = list(compress(cand, self.bloom.maybe_many(cand)))
+            self._maybe_share = len(asked) / len(cand) if len(cand) >= 100 else 0.0
+            self._count("bloom_maybe", len(asked))
+            probe_all = False
+        else:
+            # Mostly known URLs lately: the filter would say "maybe" to nearly
+            # all of them and save nothing, so ask the exact set directly and
+            # sample the filter again every 16th batch.
+            asked = cand
+            probe_all = True
+            self._skips += 1
+            if self._skips % 16 == 0:
+                self._maybe_share = 0.0
         new: list[int] = []
         with self.env.begin(write=True, db=self.urls) as txn:
             got = map(txn.get, map(int.to_bytes, asked, repeat(8), repeat("big")))
@@ -188,8 +202,10 @@ class SeenSet:
             self._hot = (set(), hot_new)
         self._count("checked", len(fps))
         self._count("hot_hits", len(first) - len(cand))
-        self._count("bloom_maybe", len(asked))
-        self._count("bloom_false_positive", len(asked) - len(found))
+        if probe_all:
+            self._count("bloom_skipped", len(cand))
+        else:
+            self._count("bloom_false_positive", len(asked) - len(found))
         self._count("new", len(new))
         self._unsaved += len(new)
         if self.bloom.added > self._capacity_n:

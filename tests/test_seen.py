@@ -176,3 +176,17 @@ def test_cli_streams_a_record_before_stdin_closes(tmp_path: Path) -> None:
     assert orjson.loads(line)["url"] == "http://stream.test/"
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0
+
+
+def test_known_heavy_streams_skip_the_filter_and_stay_exact(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(9)
+    known = [rng.getrandbits(64) for _ in range(3000)]
+    with SeenSet(tmp_path / "seen", expected=10_000, hot_size=0) as s:
+        s.add_fps(known)
+        for _ in range(20):
+            batch = rng.sample(known, 400) + [rng.getrandbits(64)]
+            assert s.add_fps(batch) == [False] * 400 + [True]
+        assert s.counts["bloom_skipped"] > 0  # the filter only said "maybe" here
+        assert s.counts["bloom_maybe"] > 0  # ...and is sampled again now and then
