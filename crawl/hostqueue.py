@@ -84,7 +84,7 @@ def from_u64(b: bytes) -> int:
 _QVAL = struct.Struct("<BBBH")
 _PREFIXES = ("http://", "https://")
 _FULL = 2
-_DROP_FIELDS = ("kind", "v", "url", "due")
+_DROP_SET = frozenset(("kind", "v", "url", "due"))
 
 
 def encode_entry(url: str, host: str, rec: dict[str, Any] | None, attempts: int, fails: int) -> bytes:
@@ -98,10 +98,8 @@ def encode_entry(url: str, host: str, rec: dict[str, Any] | None, attempts: int,
     if len(raw) > 0xFFFF:
         raise ValueError("URL longer than 65535 bytes")
     extra = b""
-    if rec is not None:
-        fields = {k: v for k, v in rec.items() if k not in _DROP_FIELDS}
-        if fields:
-            extra = orjson.dumps(fields)
+    if rec is not None and not _DROP_SET.issuperset(rec):
+        extra = orjson.dumps({k: v for k, v in rec.items() if k not in _DROP_SET})
     return _QVAL.pack(flag, min(attempts, 255), min(fails, 255), len(raw)) + raw + extra
 
 

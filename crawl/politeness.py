@@ -145,6 +145,9 @@ def host_of(url: str) -> str:
     agree with the rest of the crawler; falls back to urllib otherwise.
     Raises ValueError for a URL without a host.
     """
+    fast = _fast_host(url)
+    if fast is not None:
+        return fast
     if _canon_host_of is not None:
         host = _canon_host_of(url)
         if not host:
@@ -162,6 +165,46 @@ def host_of(url: str) -> str:
     if port is not None and port != _DEFAULT_PORTS[parts.scheme]:
         return f"{host}:{port}"
     return host
+
+
+_HOST_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")  # LDH, RFC 1123 2.1
+
+
+def _fast_host(url: str) -> str | None:
+    """The host of an already canonical URL by slicing, or None to parse it fully.
+
+    URLs reach the frontier canonicalised (invariant 3): lowercase ASCII
+    host, no userinfo, default port dropped. Anything else takes the slow,
+    exact path.
+    """
+    if url.startswith("http://"):
+        start, default = 7, ":80"
+    elif url.startswith("https://"):
+        start, default = 8, ":443"
+    else:
+        return None
+    end = len(url)
+    for sep in "/?#":
+        i = url.find(sep, start)
+        if 0 <= i < end:
+            end = i
+    netloc = url[start:end]
+    host, colon, port = netloc.partition(":")
+    if colon and not port:
+        return None
+    if not host or not _HOST_OK.issuperset(host) or "xn--" in host:
+        return None
+    labels = host.split(".")
+    last = labels[-1]
+    # A numeric last label makes it an IPv4 address (WHATWG URL host parser).
+    if "" in labels or last.isdigit() or last.startswith("0x") or any(
+        lab[0] == "-" or lab[-1] == "-" or len(lab) > 63 for lab in labels
+    ):
+        return None
+    if port:
+        if not port.isdigit() or ":" + port == default or port[0] == "0":
+            return None
+    return netloc
 
 
 try:  # pragma: no cover - depends on whether the canon issue has landed

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawl.frontier import Frontier
 from crawl.politeness import (
@@ -405,3 +407,23 @@ def test_stats_and_dump(fr: Frontier) -> None:
     d = fr.dump(leases[0]["host"], T0)
     assert d["lease"]["url"] == leases[0]["url"] and len(d["queue"]) == 1 and d["queued"] == 1
     assert fr.dump("nowhere.test", T0) == {"host": "nowhere.test", "known": False}
+
+
+# ---- host keys ----------------------------------------------------------------------------------
+
+_HOSTISH = st.text(alphabet="abnxXYZ019-.:@[]_", min_size=1, max_size=12)
+
+
+@given(scheme=st.sampled_from(["http", "https", "ftp"]), netloc=_HOSTISH,
+       rest=st.sampled_from(["", "/", "/p?q=1", "?x", "#f"]))
+@settings(max_examples=400, deadline=None)
+def test_fast_host_path_agrees_with_canon(scheme: str, netloc: str, rest: str) -> None:
+    # The sliced fast path must give exactly crawl.canon's politeness key, or step aside.
+    from crawl.canon import host_of as canon_host_of
+    from crawl.politeness import _fast_host
+
+    url = f"{scheme}://{netloc}{rest}"
+    fast = _fast_host(url)
+    if fast is not None:
+        assert fast == canon_host_of(url)
+    assert _fast_host(f"http://{'a' * 70}.test/") is None  # too long a label: canon decides
