@@ -30,7 +30,7 @@ def command() -> None:
 @click.option("--hosts", default=40, show_default=True, type=click.IntRange(1, 1_000_000), help="Number of hosts.")
 @click.option("--seed", default=0, show_default=True, help="Seed: the same seed and knobs serve byte-identical webs.")
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="Port on every address (0: an ephemeral one, printed when ready).")
-@click.option("--pages", default=20, show_default=True, type=click.IntRange(2, 10_000_000), help="Ordinary pages per host.")
+@click.option("--pages", default=20, show_default=True, type=click.IntRange(2, 50_000), help="Ordinary pages per host (one sitemap lists them all: at most 50,000).")
 @click.option("--links", default=8, show_default=True, type=click.IntRange(0, 1000), help="Body links per page (besides navigation).")
 @click.option("--cross", default=0.1, show_default=True, type=click.FloatRange(0, 1), help="Fraction of body links that point to other hosts.")
 @click.option("--addresses", default=16, show_default=True, type=click.IntRange(1, 63_500), help="Loopback addresses (127.0.1.1 ...) the hosts share.")
@@ -64,7 +64,8 @@ def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: in
     \b
     Behaviours (--mix): plain near-dups mirror traps redirects busy slow
       reset endless huge gzip-bomb content-type charset;
-    robots variants: simple rules 404 500 timeout oversize redirect.
+    robots variants: simple rules 404 500 timeout oversize redirect
+    (each is described in the README, "The test web").
 
     \b
         crawl testweb serve --out web --hosts 40 --port 8080
