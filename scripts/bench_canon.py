@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -169,6 +170,17 @@ def main() -> None:
           f"{us['ada-URL']:.2f} us/URL, urllib.parse urlsplit+geturl {us['urlsplit']:.2f} us/URL "
           f"(split only, no normalisation)")
     print(f"host_of: {1 / us['host_of'] * 1e6:,.0f} URLs/s")
+
+    # The command end to end: NDJSON decode, canonicalise, encode, pipes.
+    data = ("\n".join(urls) + "\n").encode()
+    root = Path(__file__).resolve().parent.parent
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "crawl", "canon"], input=data, cwd=root,
+                          capture_output=True, check=True)
+    wall = time.perf_counter() - t0
+    lines = proc.stdout.count(b"\n")
+    print(f"crawl canon (CLI, plain lines in, NDJSON out, startup included): "
+          f"{lines / wall:,.0f} records/s wall")
 
 
 if __name__ == "__main__":

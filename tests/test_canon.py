@@ -508,3 +508,21 @@ def test_cli_spool_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
                           capture_output=True, check=True, timeout=60)
     out = [orjson.loads(line) for line in proc.stdout.splitlines()]
     assert [r.get("url", r.get("input")) for r in out] == ["http://a.test/?a=2&b=1", "ftp://x/"]
+
+
+def test_cli_streams_a_record_before_stdin_closes() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "crawl", "canon"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"http://Stream.test/#x\n")
+        proc.stdin.flush()
+        first = orjson.loads(proc.stdout.readline())  # answered while stdin is still open
+        assert first["url"] == "http://stream.test/"
+        proc.stdin.write(b"http://two.test\n")
+        proc.stdin.close()
+        assert orjson.loads(proc.stdout.readline())["url"] == "http://two.test/"
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
