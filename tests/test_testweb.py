@@ -599,3 +599,27 @@ def test_a_busy_port_is_a_clear_error(private: TestWeb, tmp_path: Path) -> None:
                         "--hosts", "3", "--port", str(private.port)],
                        capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert p.returncode == 1 and "choose another --port" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_requests_in_flight_at_shutdown_are_logged(tmp_path: Path) -> None:
+    """SIGTERM while a robots.txt hangs: the log still has that request."""
+    import threading
+
+    with start_testweb(tmp_path, hosts=5, pages=2, hang=30, clock=TESTWEB_CLOCK) as web:
+        name = web.with_behaviour("timeout")[0]
+        import socket
+
+        def hang() -> None:
+            with socket.create_connection((web.address(name), web.port), timeout=20) as s:
+                s.sendall(f"GET /robots.txt HTTP/1.1\r\nHost: {name}\r\n\r\n".encode())
+                assert s.recv(100) == b""  # closed without an answer
+
+        t = threading.Thread(target=hang)
+        t.start()
+        time.sleep(0.5)
+        web.stop()  # SIGTERM, then wait for the process
+        t.join()
+        with open(web.dir / "requests.log", "rb") as f:
+            log = [json.loads(line) for line in f]
+    hung = [r for r in log if r["host"] == name]
+    assert len(hung) == 1 and hung[0]["path"] == "/robots.txt" and hung[0]["status"] == 0

@@ -425,6 +425,9 @@ async def run(
         flush_task.cancel()
         for srv in servers:
             srv.close()
-        for task in list(server.tasks):
+        pending = list(server.tasks)
+        for task in pending:
             task.cancel()
+        # let them log what they did (a hanging robots.txt, a stream cut short) before closing
+        await asyncio.gather(*pending, return_exceptions=True)
         server.log.close()
