@@ -36,7 +36,7 @@ import xxhash
 from . import records
 from .errors import CrawlError
 from .records import Record
-from .simhash import SimhashIndex, hamming, simhash
+from .simhash import SimhashIndex, hamming, simhash_tokens
 from .state import close_env, open_env
 from .text import Doc, analyse, shingles, words
 
@@ -87,7 +87,7 @@ class Fingerprint:
         if len(self.words) < MIN_WORDS:
             self.note = self.note or f"only {len(self.words)} words of text: exact duplicates only"
             return
-        self.simhash = simhash(shingles(self.words))
+        self.simhash = simhash_tokens(self.words)
 
 
 class Deduper:

@@ -4,7 +4,7 @@ Docs/s runs the whole per-page path of `crawl dedupe` (lxml parse, boilerplate
 removal, repeated-block lookups, 4-word shingles, simhash, digest and index
 lookups, index and block-count updates, one fsynced LMDB commit per batch of
 200) on synthetic pages: a "typical" page (about 600 words of visible text in
-8 KB of HTML) and a "long" one (about 4,000 words, 28 KB: the test web's
+4 KB of HTML) and a "long" one (about 4,000 words, 26 KB, near the test web's
 average). 20% of the pages are near-duplicate variants (print/mobile chrome).
 
 Lookup latency: 1,000,000 random fingerprints in the permuted tables, then

@@ -16,6 +16,8 @@ from crawl.simhash import (
     hamming,
     simhash,
     simhash_slow,
+    simhash_tokens,
+    simhash_tokens_slow,
 )
 from crawl.state import close_env, open_env
 from crawl.text import shingles, words
@@ -27,6 +29,15 @@ u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
 @settings(max_examples=150, deadline=None)
 def test_fast_simhash_equals_the_textbook_loop(features: list[bytes]) -> None:
     assert simhash(features) == simhash_slow(features)
+
+
+@given(st.lists(st.sampled_from([b"a", b"b", b"cc", b"\xc3\xa9", b"d"]), max_size=60),
+       st.integers(1, 6))
+@settings(max_examples=150, deadline=None)
+def test_rolling_shingle_simhash_equals_the_per_shingle_loop(tokens: list[bytes], n: int) -> None:
+    # repeated words on purpose: the rotations must keep (a, a, b, b) and
+    # (b, b, a, a) apart exactly as the reference does
+    assert simhash_tokens(tokens, n) == simhash_tokens_slow(tokens, n)
 
 
 @given(u64, u64)
@@ -43,9 +54,11 @@ def test_similar_texts_are_close_and_different_texts_are_far() -> None:
     edited = list(base)
     edited[400] = "changed"  # one word in 800
     other = [rng.choice(vocab) for _ in range(800)]
-    h = simhash(shingles(words(" ".join(base))))
-    assert hamming(h, simhash(shingles(words(" ".join(edited))))) <= 3
-    assert hamming(h, simhash(shingles(words(" ".join(other))))) > 10
+    h = simhash_tokens(words(" ".join(base)))
+    assert hamming(h, simhash_tokens(words(" ".join(edited)))) <= 3
+    assert hamming(h, simhash_tokens(words(" ".join(other)))) > 10
+    assert hamming(simhash(shingles(words(" ".join(base)))),
+                   simhash(shingles(words(" ".join(edited))))) <= 3
 
 
 @pytest.mark.parametrize("k", [0, 1, 3, 6, 15])
