@@ -524,13 +524,14 @@ def test_audit_command_on_a_real_crawl_like_session(tmp_path: Path) -> None:
         with httpx.Client() as c:
             for path in ("/robots.txt", "/", "/private/x-4.html"):
                 c.get(f"http://{web.address(0)}:{web.port}{path}",
-                      headers={"Host": web.host(0), "User-Agent": "crawl/0.1"})
+                      headers={"Host": web.host(0), "User-Agent": "crawl/0.1 (+https://example.test)"})
+            web.get(web.url(0, "/private/y-4.html"))  # "crawl-tests": another product, not audited
         web.requests()
         cmd = [sys.executable, "-m", "crawl", "testweb", "audit", str(web.dir), "--json", "--agent", "crawl"]
         p = subprocess.run(cmd, capture_output=True, cwd=ROOT, timeout=60)
     assert p.returncode == 1, p.stderr
     recs = [json.loads(line) for line in p.stdout.splitlines()]
-    assert recs[-1]["kind"] == "audit" and recs[-1]["requests"] == 3
+    assert recs[-1]["kind"] == "audit" and recs[-1]["requests"] == 4
     assert sorted(r["rule"] for r in recs[:-1]) == ["disallowed", "gap", "gap"]
     clean = subprocess.run([*cmd[:-2], "--agent", "nobody"], capture_output=True, cwd=ROOT, timeout=60)
     assert clean.returncode == 0

@@ -119,7 +119,7 @@ def manifest_cmd(web_dir: Path, hosts: tuple[str, ...], at: float | None) -> Non
 @click.argument("web_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--delay", default=1.0, show_default=True, help="Minimum seconds between requests to one host (raised by a robots Crawl-delay).")
 @click.option("--per-ip", default=4, show_default=True, help="Most requests allowed in flight to one address.")
-@click.option("--agent", default=None, help="Only audit requests whose User-Agent contains this token (default: all).")
+@click.option("--agent", default=None, help="Only audit requests whose User-Agent product token is this (e.g. crawl; default: all).")
 @click.option("--log", "log_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Audit this log instead of WEB_DIR/requests.log.")
 @click.option("--tolerance", default=0.0, show_default=True, help="Seconds of slack allowed on each gap.")
 @click.option("--json", "as_json", is_flag=True, help="Print violations as NDJSON records, then a summary record.")

@@ -47,9 +47,12 @@ def audit(
     """Every politeness violation in ``requests`` (log records), in a stable order.
 
     ``hosts`` maps host names to manifest host records (for Crawl-delay and
-    robots rules). ``agent`` keeps only requests whose User-Agent contains it.
+    robots rules). ``agent`` keeps only requests whose User-Agent product
+    token is ``agent`` (case-insensitive), so other clients of a shared web
+    (tests, curl) are not blamed on the crawler.
     """
-    reqs = [r for r in requests if r.get("host") and (agent is None or agent in r.get("ua", ""))]
+    want = agent.lower() if agent else None
+    reqs = [r for r in requests if r.get("host") and (want is None or _token(r.get("ua", "")) == want)]
     reqs.sort(key=lambda r: (r["start"], r["end"]))
     out: list[Violation] = []
     by_host: dict[str, list[dict[str, Any]]] = {}
@@ -89,6 +92,11 @@ def audit(
                             "requests": [_brief(r)]})
     out.extend(_per_ip(reqs, per_ip))
     return out
+
+
+def _token(ua: str) -> str:
+    """The product token of a User-Agent ("crawl/0.1 (+url)" -> "crawl"), lower case."""
+    return ua.split("/", 1)[0].split(" ", 1)[0].strip().lower()
 
 
 def _per_ip(reqs: list[dict[str, Any]], limit: int) -> list[Violation]:
