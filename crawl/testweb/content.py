@@ -110,7 +110,7 @@ def _article(spec: PageSpec, src: int, body_links: list[Link]) -> str:
     return "\n".join(parts)
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=256)  # the router keeps the responses; this serves variants
 def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> bytes:
     """An ordinary page; ``variant`` is one of the near-duplicate variants or ''."""
     spec = web.page(i, k)

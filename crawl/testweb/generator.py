@@ -157,7 +157,7 @@ class Web:
         self.width = max(4, len(str(config.hosts - 1)))
         self._names: dict[str, int] | None = None
         self.host = functools.lru_cache(maxsize=65536)(self._host)
-        self.page = functools.lru_cache(maxsize=65536)(self._page)
+        self.page = functools.lru_cache(maxsize=8192)(self._page)  # ~2 KB a page spec
         self.path = functools.lru_cache(maxsize=65536)(self._path)  # type: ignore[method-assign]
         self.base = functools.lru_cache(maxsize=65536)(self._base)  # type: ignore[method-assign]
         self.host_index = functools.lru_cache(maxsize=65536)(self._host_index)  # type: ignore[method-assign]

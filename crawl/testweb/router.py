@@ -18,6 +18,7 @@ from .generator import Web, digest, trap_of
 
 ADMIN_HOST = "admin.testweb.test"
 HTML = "text/html; charset=utf-8"
+CACHE_BYTES = 128 << 20  # ready-made page responses kept in memory
 
 
 class Clock:
@@ -85,6 +86,7 @@ class Router:
         # (host, page, version, variant) -> (etag, validators, response); responses are shared
         # between requests, so nothing downstream may modify them
         self._pages: dict[tuple[int, int, int, str], tuple[str, list[tuple[str, str]], Response]] = {}
+        self._cached_bytes = 0
 
     def handle(self, req: Request) -> Response:
         web = self.web
@@ -158,8 +160,10 @@ class Router:
             etag = f'"{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"'
             validators = [("ETag", etag), ("Last-Modified", content.http_date(last_modified))]
             body = content.page_html(web, i, k, version, variant)
-            if len(self._pages) >= 20000:  # a bound on memory, not an LRU: cheap and good enough
-                self._pages.clear()
+            if self._cached_bytes + len(body) > CACHE_BYTES:  # a bound on memory, not an LRU:
+                self._pages.clear()  # cheap, and a crawl rarely comes back to a page anyway
+                self._cached_bytes = 0
+            self._cached_bytes += len(body)
             entry = self._pages[cache_key] = (etag, validators, _ok(body, HTML, validators))
         etag, validators, resp = entry
         # RFC 9110 13.1.2/13.1.3: If-None-Match takes precedence over If-Modified-Since
