@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from urllib.parse import urljoin
 
 from lxml import etree
-from lxml import html as lhtml
 
 BOILERPLATE_TAGS = (
     "script", "style", "noscript", "template", "nav", "header", "footer", "aside",
@@ -49,16 +48,20 @@ class Doc:
         return " ".join(self.blocks)
 
 
-_PARSERS: dict[str | None, lhtml.HTMLParser] = {}
+_PARSERS: dict[str | None, etree.HTMLParser] = {}
 
 
-def _parser(encoding: str | None) -> lhtml.HTMLParser:
-    """One parser per encoding, reused (building one costs more than a small parse)."""
+def _parser(encoding: str | None) -> etree.HTMLParser:
+    """One parser per encoding, reused (building one costs more than a small parse).
+
+    ``etree.HTMLParser``, not ``lxml.html``'s: the latter calls back into
+    Python for every element to pick its class, a third of the parse time.
+    """
     p = _PARSERS.get(encoding)
     if p is None:
         if len(_PARSERS) > 32:
             _PARSERS.clear()
-        p = _PARSERS[encoding] = lhtml.HTMLParser(
+        p = _PARSERS[encoding] = etree.HTMLParser(
             encoding=encoding, remove_comments=True, remove_pis=True, recover=True,
             no_network=True, huge_tree=False)
     return p
@@ -108,7 +111,7 @@ def analyse(body: bytes, encoding: str | None = None, base_url: str | None = Non
         el.tail = "\n" + el.tail if el.tail else "\n"
         el.text = "\n" + el.text if el.text else "\n"
     text = "".join(root.itertext())
-    doc.blocks = [b for b in map(" ".join, map(str.split, text.split("\n"))) if b]
+    doc.blocks = list(filter(None, map(" ".join, map(str.split, text.split("\n")))))
     return doc
 
 
