@@ -16,6 +16,9 @@ Dispositions:
               exponential backoff, capped at a day.
 ``retry``     transport error or other 5xx: the URL goes back with its failure
               count, due when the host is; the host backs off.
+``deferred``  the fetcher spent the lease on a prerequisite (robots.txt): the
+              URL goes back to the head of its queue with no failure
+              counted; the host is released with the normal delay.
 ``dropped``   the URL failed ``max_retries`` times: recorded, not retried in
               this cycle.
 A host with ``park_after`` consecutive failures is parked for ``park_seconds``.
@@ -130,15 +133,15 @@ def complete_one(t: Tx, rec: Record) -> Record:
         h.failures = 0
         h.parked_until = 0.0
         h.next_allowed = now + release_delay(cfg, rt, h.crawl_delay if h.crawl_delay >= 0 else None)
-        disposition = "done"
-        t.count("done")
+        disposition = "deferred" if outcome == "deferred" else "done"
+        t.count(disposition)
 
     # Free the IP slot taken at lease time, then learn the (new) address.
     h.lease = 0
     t.release_ip(old_ip)
     if isinstance(new_ip, str) and new_ip and len(new_ip) <= 64:
         h.ip = new_ip
-    if disposition in ("backoff", "retry"):
+    if disposition in ("backoff", "retry", "deferred"):
         t.back_to_queue(lease, h, entry.encode(h.name))
     else:
         state = hq.DONE if disposition == "done" else hq.DROPPED

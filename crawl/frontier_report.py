@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .frontier import Frontier
 
 _COUNTERS = ("added", "leased", "done", "dropped", "retried", "backoffs", "expired",
-             "dropped_host_cap")
+             "dropped_host_cap", "deferred")
 
 
 def _int(txn: Any, db: Any, key: bytes) -> int:

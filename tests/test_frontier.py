@@ -328,6 +328,18 @@ def test_final_outcomes_are_recorded_not_retried(fr: Frontier, outcome: str) -> 
     assert fr.next(1, 60, T0 + DAY) == []
 
 
+def test_deferred_goes_back_without_a_failure(fr: Frontier) -> None:
+    # The fetcher spent the lease on robots.txt: the URL is next in line once the host is due.
+    fr.add([url_rec("http://a.test/page"), url_rec("http://a.test/other")], T0)
+    [lease] = fr.next(1, 60, T0)
+    [ev] = fr.complete([fetch(lease, "deferred")], T0)
+    assert ev["disposition"] == "deferred" and ev["next_allowed"] == T0 + 1
+    assert fr.state_of("http://a.test/page") == "queued"
+    [again] = fr.next(1, 60, T0 + 1)
+    assert again["url"] == "http://a.test/page" and again["attempt"] == 2
+    assert fr.dump("a.test", T0 + 1)["consecutive_failures"] == 0
+
+
 # ---- leases -----------------------------------------------------------------------------------
 
 
