@@ -476,6 +476,21 @@ def run_fetch(source: Source, sink: Sink, report: Report, crawl_dir: CrawlDir, c
                 await fetch_all(source, sink, fetcher, writer, report)
                 nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as group:
+        # trio groups task failures; one failure (a closed stdout, a full disk)
+        # is re-raised alone so the command boundary can word it properly.
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
     if interrupted:
         raise KeyboardInterrupt
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out

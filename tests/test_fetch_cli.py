@@ -66,6 +66,16 @@ def test_results_stream_before_stdin_closes(srv: Server, tmp_path: Path, hosts: 
     assert proc.wait(timeout=30) == 0
 
 
+def test_closed_stdout_exits_quietly(srv: Server, tmp_path: Path, hosts: Path) -> None:
+    urls = "".join(srv.url("allow.test", f"/ok{i}") + "\n" for i in range(300))
+    p = subprocess.run(" ".join(cmd(tmp_path / "D", hosts)) + " | head -1", shell=True,
+                       input=urls.encode(), capture_output=True, timeout=60)
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 1
+    assert b"Traceback" not in p.stderr
+    for f in cdxj.warc_files(tmp_path / "D" / "warc"):  # closed cleanly
+        assert store.scan(f).torn_at is None
+
+
 def test_spool_in_spool_out_acks_input(srv: Server, tmp_path: Path, hosts: Path) -> None:
     src, dst = tmp_path / "in", tmp_path / "out"
     with Spool(src) as sp:
