@@ -62,9 +62,10 @@ class Fingerprint:
     """What one document boils down to (also what ``--explain`` prints)."""
 
     def __init__(self, url: str, body: bytes, content_type: str, *,
-                 skip_blocks: Callable[[list[str]], list[str]] | None = None) -> None:
+                 skip_blocks: Callable[[list[str]], list[str]] | None = None,
+                 digest: str | None = None) -> None:
         self.url = url
-        self.digest = payload_digest(body)
+        self.digest = digest or payload_digest(body)
         self.doc = Doc()
         self.blocks: list[str] = []
         self.words: list[str] = []
@@ -152,8 +153,10 @@ class Deduper:
     def check_one(self, txn: lmdb.Transaction, rec: Record, body: bytes, ctype: str) -> Record:
         url: str = rec["url"]
         host = _host(url)
-        fp = Fingerprint(url, body, ctype, skip_blocks=lambda bl: self._kept(txn, host, bl))
-        digest = rec.get("digest") if isinstance(rec.get("digest"), str) else fp.digest
+        given = rec.get("digest")
+        fp = Fingerprint(url, body, ctype, skip_blocks=lambda bl: self._kept(txn, host, bl),
+                         digest=given if isinstance(given, str) and given else None)
+        digest = fp.digest
         declared = _declared(fp.doc.canonical, url)
         me = declared or url
         extra: dict[str, Any] = {}
