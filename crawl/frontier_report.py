@@ -36,8 +36,8 @@ def stats(fr: Frontier, now: float) -> dict[str, Any]:
     now_ms = hq.ms_down(now)
     with fr.env.begin() as txn:
         queued = _int(txn, db["meta"], b"queued")
-        in_queues = txn.stat(db["queue"])["entries"]
         delayed = txn.stat(db["delayed"])["entries"]
+        in_queues = queued - delayed
         delayed_due = 0
         cur = txn.cursor(db=db["delayed"])
         if cur.first():
@@ -106,10 +106,11 @@ def dump(fr: Frontier, host: str, now: float, limit: int = 1000) -> dict[str, An
             for key, value in cur:
                 if key[:4] != prefix or len(queue) >= limit:
                     break
-                _, prio, seq = hq.unpack_queue_key(key)
-                e = hq.decode_entry(value, h.name)
-                queue.append({"url": e.url, "priority": prio, "seq": seq, "attempts": e.attempts,
-                              "failures": e.fails})
+                _, prio, _ = hq.unpack_queue_key(key)
+                for item in hq.block_entries(value):
+                    e = hq.decode_entry(item, h.name)
+                    queue.append({"url": e.url, "priority": prio, "attempts": e.attempts,
+                                  "failures": e.fails})
         out["queue"] = queue
         delayed = []
         for key, value in txn.cursor(db=db["delayed"]):

@@ -70,6 +70,8 @@ class Tx:
         self.hosts: dict[int, HostState] = {}
         self.dirty: set[int] = set()
         self.counters: dict[str, int] = {}
+        # (host id, priority) -> (key, size) of the last block, valid in this txn
+        self.tails: dict[tuple[int, int], tuple[bytes, int]] = {}
         self.delta: dict[str, int] = {}
         self.cycle = _get_int(txn, self.dm, b"cycle")
 
@@ -155,7 +157,23 @@ class Tx:
             self.schedule(hid, h, prio)
 
     def enqueue(self, hid: int, h: HostState, prio: int, seq: int, entry: bytes) -> None:
-        self.txn.put(hq.queue_key(hid, prio, seq), entry, db=self.dq)
+        """Append an entry to the tail block of the host's queue at ``prio``."""
+        item = hq.block_item(entry)
+        tail = self.tails.get((hid, prio))
+        if tail is None:
+            cur = self.txn.cursor(db=self.dq)
+            found = cur.set_range(hq.queue_key(hid, prio + 1, 0)) if prio < 255 else False
+            found = cur.prev() if found else cur.last()
+            if found and cur.key()[:5] == hq.queue_key(hid, prio, 0)[:5]:
+                tail = (cur.key(), len(cur.value()))
+        if tail is not None and tail[1] + len(item) <= hq.BLOCK:
+            key = tail[0]
+            self.txn.put(key, self.txn.get(key, db=self.dq) + item, db=self.dq)
+            self.tails[(hid, prio)] = (key, tail[1] + len(item))
+        else:
+            key = hq.queue_key(hid, prio, seq)
+            self.txn.put(key, item, db=self.dq)
+            self.tails[(hid, prio)] = (key, len(item))
         if not h.lease and h.sched != hq.WAITING_IP and (h.sched == hq.NOT_SCHEDULED or prio < h.sched):
             self.schedule(hid, h, prio)
 
@@ -173,7 +191,7 @@ class Tx:
             known = self.txn.get(hq.u64(fp), db=self.dk)
             if known is not None:
                 state, cycle, _ = hq.decode_known(known)
-                if state in (hq.QUEUED, hq.LEASED) or cycle == self.cycle:
+                if state in (hq.QUEUED, hq.LEASED) or cycle == self.cycle & 0xFFFF:
                     return "known"
             hid = self.host_id(name, create=True)
             assert hid is not None
@@ -254,9 +272,17 @@ class Tx:
         prefix = hq.hid_key(hid)
         if not (cur.set_range(prefix) and cur.key()[:4] == prefix):
             return None
-        _, prio, seq = hq.unpack_queue_key(cur.key())
-        entry = hq.decode_entry(cur.value(), h.name)
-        cur.delete()
+        key = cur.key()
+        _, prio, seq = hq.unpack_queue_key(key)
+        first, rest = hq.block_split_first(cur.value())
+        entry = hq.decode_entry(first, h.name)
+        if rest:
+            self.txn.put(key, rest, db=self.dq)
+            if (hid, prio) in self.tails and self.tails[(hid, prio)][0] == key:
+                self.tails[(hid, prio)] = (key, len(rest))
+        else:
+            cur.delete()
+            self.tails.pop((hid, prio), None)
         entry.attempts += 1
         lease_id = self.take("lease")
         deadline = self.now + lease_seconds
@@ -339,7 +365,19 @@ class Tx:
 
     def back_to_queue(self, lease: hq.Lease, h: HostState, entry: bytes | None = None) -> None:
         """Return a leased URL to the head of its host queue (host already freed)."""
-        self.txn.put(hq.queue_key(lease.hid, lease.prio, lease.seq), entry or lease.entry, db=self.dq)
+        item = hq.block_item(entry or lease.entry)
+        cur = self.txn.cursor(db=self.dq)
+        head = hq.queue_key(lease.hid, lease.prio, 0)
+        if cur.set_range(head) and cur.key()[:5] == head[:5]:
+            key, value = cur.key(), cur.value()
+            self.txn.put(key, item + value, db=self.dq)  # may exceed BLOCK by one entry
+            tail = self.tails.get((lease.hid, lease.prio))
+            if tail is not None and tail[0] == key:
+                self.tails[(lease.hid, lease.prio)] = (key, tail[1] + len(item))
+        else:
+            key = hq.queue_key(lease.hid, lease.prio, lease.seq)
+            self.txn.put(key, item, db=self.dq)
+            self.tails[(lease.hid, lease.prio)] = (key, len(item))
         self.set_known(lease.fp, hq.QUEUED)
         h.queued += 1
         self.count("queued")
