@@ -9,8 +9,8 @@ are a floor, and the server's own CPU time is printed beside them.
 
     python scripts/bench_fetch.py [--hosts 2000] [--pages 3] [--concurrency 256] [--profile]
 
---profile runs the fetch in-process under pyinstrument instead and prints
-where the time goes.
+--profile runs the fetch in-process under cProfile (CPU time of the event-loop
+thread) and prints the share of each package and the top functions.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def start_web(out: Path, hosts: int, pages: int) -> tuple[subprocess.Popen[bytes], dict]:
     cmd = [sys.executable, "-m", "crawl", "testweb", "serve", "--out", str(out), "--hosts", str(hosts),
-           "--pages", str(pages), "--mix", "plain", "--links", "4"]
+           "--pages", str(pages), "--mix", "plain", "--links", "4",
+           "--full-manifest-limit", str(hosts)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
     assert proc.stdout is not None
     ready = orjson.loads(proc.stdout.readline())
@@ -99,21 +100,39 @@ def main() -> None:
 
 
 def profile(inp: Path, crawl_dir: Path, hosts: Path, concurrency: int) -> None:
-    from pyinstrument import Profiler
+    """CPU profile of the event-loop thread, summed by package, plus the top functions."""
+    import cProfile
+    import pstats
 
     from crawl.commands import main as crawl_main
 
     sys.stdin = open(inp)  # noqa: SIM115
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-    prof = Profiler(async_mode="disabled")
-    prof.start()
+    real_stdout, sys.stdout = sys.stdout, open(os.devnull, "w")  # noqa: SIM115
+    prof = cProfile.Profile(time.thread_time)
+    prof.enable()
     try:
         crawl_main(["fetch", "--dir", str(crawl_dir), "--resolve-file", str(hosts), "--allow-private",
-                    "-c", str(concurrency)])
+                    "-c", str(concurrency), "--host-delay", "0"])
     except SystemExit:
         pass
-    prof.stop()
-    sys.stderr.write(prof.output_text(unicode=False, color=False, show_all=False))
+    prof.disable()
+    sys.stdout = real_stdout
+    stats = pstats.Stats(prof)
+    by_pkg: dict[str, float] = {}
+    for (path, _line, _fn), (_cc, _nc, tt, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        pkg = "builtins/C"
+        for name in ("trio", "httpcore", "httpx", "h11", "warcio", "lmdb", "crawl", "orjson"):
+            if f"/{name}/" in path:
+                pkg = name
+                break
+        else:
+            if path.endswith(".py"):
+                pkg = "stdlib"
+        by_pkg[pkg] = by_pkg.get(pkg, 0.0) + tt
+    total = sum(by_pkg.values()) or 1.0
+    print("profile: event-loop thread CPU by package: " + ", ".join(
+        f"{k} {v / total:.0%}" for k, v in sorted(by_pkg.items(), key=lambda kv: -kv[1])))
+    stats.sort_stats("tottime").print_stats(15)
 
 
 if __name__ == "__main__":
