@@ -53,6 +53,9 @@ class Frontier:
     def __init__(self, path: str | os.PathLike[str], politeness: Politeness = DEFAULT, *, sync: bool = True):
         self.cfg = politeness
         self.env = open_env(path, max_dbs=len(_DBS) + 1, sync=sync)
+        # Free reader slots left by killed processes: they would pin old pages
+        # (the file grows) and, in the end, fill the reader table.
+        self.env.reader_check()
         self.db = {name: self.env.open_db(name.encode()) for name in _DBS}
 
     def __enter__(self) -> Frontier:
