@@ -41,7 +41,6 @@ _COLON_DIRECTIVES = frozenset(
 )
 
 
-
 @dataclass(slots=True)
 class RawLink:
     """One link as written on the page.
