@@ -103,9 +103,12 @@ def complete_one(t: Tx, rec: Record) -> Record:
     retry_after = parse_retry_after(rec.get("retry_after"), now)
     info: dict[str, Any] = {"outcome": outcome, "status": status, "host": h.name, "attempt": entry.attempts}
 
+    # A backoff never undercuts the host's normal delay (Crawl-delay included):
+    # Retry-After: 0 or a tiny --backoff-base must not make us less polite.
+    floor = release_delay(cfg, rt, h.crawl_delay if h.crawl_delay >= 0 else None)
     if status in _RATE_LIMIT:
         h.backoff += 1
-        delay = backoff_delay(cfg, h.backoff, retry_after)
+        delay = max(floor, backoff_delay(cfg, h.backoff, retry_after))
         h.next_allowed = now + delay
         if old_ip:  # everyone on this machine slows down, not just this name
             inflight, slow = t.ip_state(old_ip)
@@ -115,7 +118,7 @@ def complete_one(t: Tx, rec: Record) -> Record:
     elif outcome in TRANSIENT or (outcome == "http-error" and isinstance(status, int) and status >= 500):
         h.backoff += 1
         h.failures += 1
-        delay = backoff_delay(cfg, h.backoff, retry_after)
+        delay = max(floor, backoff_delay(cfg, h.backoff, retry_after))
         if h.failures >= cfg.park_after:
             h.parked_until = now + cfg.park_seconds
             delay = max(delay, cfg.park_seconds)
@@ -132,7 +135,7 @@ def complete_one(t: Tx, rec: Record) -> Record:
         h.backoff = 0
         h.failures = 0
         h.parked_until = 0.0
-        h.next_allowed = now + release_delay(cfg, rt, h.crawl_delay if h.crawl_delay >= 0 else None)
+        h.next_allowed = now + floor
         disposition = "deferred" if outcome == "deferred" else "done"
         t.count(disposition)
 

@@ -65,6 +65,7 @@ OUTCOMES = (
     "private-address",
     "invalid-url",
     "protocol-error",
+    "deferred",  # the lease was spent on robots.txt; the URL goes back, no failure counted
 )
 
 _REQUIRED: dict[str, tuple[str, ...]] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,7 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         urls += _read_seeds(seeds_file)
     politeness = politeness_from(kw)
     fetch_cfg, net = fetch_config_from(kw)
+    fetch_cfg = dataclasses.replace(fetch_cfg, host_delay=politeness.default_delay)
     opts = RunOptions(
         budgets=Budgets(max_pages=kw["max_pages"], max_per_host=kw["max_per_host"],
                         duration=kw["duration"], idle_exit=kw["idle_exit"]),
