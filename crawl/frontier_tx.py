@@ -72,6 +72,7 @@ class Tx:
         self.counters: dict[str, int] = {}
         # (host id, priority) -> (key, size) of the last block, valid in this txn
         self.tails: dict[tuple[int, int], tuple[bytes, int]] = {}
+        self.hids: dict[str, int] = {}
         self.delta: dict[str, int] = {}
         self.cycle = _get_int(txn, self.dm, b"cycle")
 
@@ -99,12 +100,16 @@ class Tx:
         return h
 
     def host_id(self, name: str, create: bool) -> int | None:
+        hid = self.hids.get(name)
+        if hid is not None:
+            return hid
         v = self.txn.get(name.encode(), db=self.dhid)
         if v is not None:
-            return int.from_bytes(v, "big")
+            hid = self.hids[name] = int.from_bytes(v, "big")
+            return hid
         if not create:
             return None
-        hid = self.take("hid")
+        hid = self.hids[name] = self.take("hid")
         self.txn.put(name.encode(), hq.hid_key(hid), db=self.dhid)
         self.hosts[hid] = HostState(name)
         self.dirty.add(hid)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -167,43 +168,31 @@ def host_of(url: str) -> str:
     return host
 
 
-_HOST_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")  # LDH, RFC 1123 2.1
+# A canonical http(s) origin: lowercase LDH labels (RFC 1123 2.1), optional
+# non-default-looking port, then the path, query, fragment or the end.
+_CANON_ORIGIN = re.compile(
+    r"https?://((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)"
+    r"(?::([1-9][0-9]{0,4}))?)(?=[/?#]|\Z)"
+)
 
 
 def _fast_host(url: str) -> str | None:
-    """The host of an already canonical URL by slicing, or None to parse it fully.
+    """The host of an already canonical URL by one regex, or None to parse it fully.
 
     URLs reach the frontier canonicalised (invariant 3): lowercase ASCII
-    host, no userinfo, default port dropped. Anything else takes the slow,
-    exact path.
+    host, no userinfo, default port dropped. Anything else (IDNA labels,
+    numeric hosts that are really IPv4 addresses, default ports) takes the
+    slow, exact path.
     """
-    if url.startswith("http://"):
-        start, default = 7, ":80"
-    elif url.startswith("https://"):
-        start, default = 8, ":443"
-    else:
+    m = _CANON_ORIGIN.match(url)
+    if m is None:
         return None
-    end = len(url)
-    for sep in "/?#":
-        i = url.find(sep, start)
-        if 0 <= i < end:
-            end = i
-    netloc = url[start:end]
-    host, colon, port = netloc.partition(":")
-    if colon and not port:
-        return None
-    if not host or not _HOST_OK.issuperset(host) or "xn--" in host:
-        return None
-    labels = host.split(".")
-    last = labels[-1]
+    netloc, last, port = m.groups()
     # A numeric last label makes it an IPv4 address (WHATWG URL host parser).
-    if "" in labels or last.isdigit() or last.startswith("0x") or any(
-        lab[0] == "-" or lab[-1] == "-" or len(lab) > 63 for lab in labels
-    ):
+    if last.isdigit() or last.startswith("0x") or "xn--" in netloc:
         return None
-    if port:
-        if not port.isdigit() or ":" + port == default or port[0] == "0":
-            return None
+    if port is not None and (port == ("443" if url[4] == "s" else "80")):
+        return None
     return netloc
 
 
