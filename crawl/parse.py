@@ -125,7 +125,8 @@ class _Emitter:
         self.duplicate = parent.get("duplicate_of") is not None
         self.canon = cfg.canon
         self.trap_policy = cfg.traps
-        self.seen: set[int] = set()
+        self.seen: set[int] = set()  # fingerprints emitted (or the page's own)
+        self.hrefs: set[str] = set()  # hrefs as written that canonicalised
         try:
             self.seen.add(canonicalize(page_url, None, cfg.canon).fp)  # self-links are noise
         except CanonError:
@@ -148,6 +149,9 @@ class _Emitter:
         emitted: on link-heavy pages most candidates are duplicates.
         """
         r = self.result
+        if href in self.hrefs:  # the same text again (nav bars, footers): skip canon
+            r.add("dup_in_page")
+            return None
         try:
             c = canonicalize(href.strip(), self.base, self.canon)
         except CanonError as exc:
@@ -157,6 +161,7 @@ class _Emitter:
                 r.add("invalid_hrefs")
                 self.reject(href, f"{exc.reason}: {exc.detail}", source, position)
             return None
+        self.hrefs.add(href)
         fp = c.fp
         if fp in self.seen:
             r.add("dup_in_page")
