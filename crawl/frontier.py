@@ -28,15 +28,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from . import hostqueue as hq
 from .frontier_tx import Tx, _get_int, fingerprint, lease_name
+from .maptrim import MapTrimmer
 from .politeness import DEFAULT, Politeness
 from .records import Record
 from .state import close_env, open_env
 
 __all__ = ["Frontier", "fingerprint", "lease_name"]
+
+DEFAULT_MAP_BUDGET = 128 << 20
 
 _DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait")
 
@@ -48,15 +52,20 @@ class Frontier:
         path: the LMDB directory, normally ``CrawlDir(dir).frontier``.
         politeness: delays, caps and backoff (see crawl/politeness.py).
         sync: fsync every commit (keep True outside benchmarks of raw speed).
+        map_budget: bytes of the LMDB map this process keeps resident before
+            it lets go of them (crawl/maptrim.py), so RSS stays bounded however
+            large the frontier grows; None to never trim.
     """
 
-    def __init__(self, path: str | os.PathLike[str], politeness: Politeness = DEFAULT, *, sync: bool = True):
+    def __init__(self, path: str | os.PathLike[str], politeness: Politeness = DEFAULT, *, sync: bool = True,
+                 map_budget: int | None = DEFAULT_MAP_BUDGET):
         self.cfg = politeness
         self.env = open_env(path, max_dbs=len(_DBS) + 1, sync=sync)
         # Free reader slots left by killed processes: they would pin old pages
         # (the file grows) and, in the end, fill the reader table.
         self.env.reader_check()
         self.db = {name: self.env.open_db(name.encode()) for name in _DBS}
+        self.trimmer = MapTrimmer(Path(path) / "data.mdb", map_budget)
 
     def __enter__(self) -> Frontier:
         return self
@@ -84,6 +93,7 @@ class Frontier:
             t.count("added", counts["added"])
             t.count("dropped_host_cap", counts["dropped_host_cap"])
             t.flush()
+        self.trimmer.maybe_trim()
         return counts
 
     def next(self, n: int, lease_seconds: float, now: float) -> list[Record]:
@@ -99,6 +109,7 @@ class Frontier:
             out = t.lease(n, lease_seconds) if n > 0 else []
             t.observe_idle(n > 0 and not out)
             t.flush()
+        self.trimmer.maybe_trim()
         return out
 
     def complete(self, recs: Iterable[Record], now: float) -> list[Record]:
@@ -113,6 +124,7 @@ class Frontier:
             t.requeue_expired()
             out = [t.complete_one(rec) for rec in recs]
             t.flush()
+        self.trimmer.maybe_trim()
         return out
 
     def requeue_expired(self, now: float) -> int:

@@ -439,3 +439,18 @@ def test_fast_host_path_agrees_with_canon(scheme: str, netloc: str, rest: str) -
     if fast is not None:
         assert fast == canon_host_of(url)
     assert _fast_host(f"http://{'a' * 70}.test/") is None  # too long a label: canon decides
+
+
+def test_map_trim_releases_resident_pages_and_keeps_data(tmp_path: Path) -> None:
+    from crawl.maptrim import file_backed_bytes
+
+    with Frontier(tmp_path / "f", sync=False, map_budget=None) as f:
+        f.add([url_rec(f"http://h{i % 2000}.test/some/longer/path/{i}") for i in range(60_000)], T0)
+        with f.env.begin() as txn:  # touch every page of the map
+            assert sum(len(v) for db in f.db.values() for _, v in txn.cursor(db=db)) > 2_000_000
+        before = file_backed_bytes()
+        assert before is not None
+        assert f.trimmer.trim()
+        assert file_backed_bytes() < before - 2_000_000  # type: ignore[operator]
+        assert f.stats(T0)["queued"] == 60_000  # still all there
+        assert len(f.next(5000, 60, T0)) == 2000

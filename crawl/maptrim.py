@@ -1,0 +1,88 @@
+"""Keep an LMDB memory map from inflating a process's RSS (Linux).
+
+LMDB reads through a read-only shared memory map of ``data.mdb``. Every page
+a process touches stays mapped into it, so a long ``crawl run`` over a 2 GB
+frontier ends up with ~2 GB of *file-backed* resident pages. They are page
+cache, reclaimable at any time, but RSS counts them and operators (and OOM
+dashboards) read RSS. :class:`MapTrimmer` drops this process's mapping of the
+pages with ``madvise(MADV_DONTNEED)`` once they exceed a budget; the data stays
+in the kernel's page cache, so the next access is a minor fault, not a read
+from disk. LMDB never writes through its map unless opened with
+``writemap=True`` (we never do), so this cannot lose or corrupt anything.
+
+Anywhere ``/proc`` or ``madvise`` is missing, trimming is a no-op.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from pathlib import Path
+
+_MADV_DONTNEED = 4
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+try:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    _madvise = _libc.madvise
+    _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _madvise.restype = ctypes.c_int
+except (OSError, AttributeError):  # pragma: no cover - not Linux/glibc
+    _madvise = None
+
+
+def file_backed_bytes() -> int | None:
+    """Resident file-backed + shared memory of this process (statm 'shared')."""
+    try:
+        fields = Path("/proc/self/statm").read_text().split()
+    except OSError:
+        return None
+    return int(fields[2]) * _PAGE
+
+
+class MapTrimmer:
+    """Trim the resident pages of one LMDB data file when they exceed ``budget`` bytes.
+
+    Args:
+        data_file: the environment's ``data.mdb``.
+        budget: file-backed bytes this process may keep resident; None disables.
+        every: check the budget once per this many :meth:`maybe_trim` calls.
+    """
+
+    def __init__(self, data_file: Path, budget: int | None, every: int = 8) -> None:
+        self.data_file = str(data_file.resolve())
+        self.budget = budget
+        self.every = max(every, 1)
+        self.calls = 0
+        self.trims = 0
+
+    def maybe_trim(self) -> bool:
+        if self.budget is None or _madvise is None:
+            return False
+        self.calls += 1
+        if self.calls % self.every:
+            return False
+        used = file_backed_bytes()
+        if used is None or used <= self.budget:
+            return False
+        return self.trim()
+
+    def trim(self) -> bool:
+        """Drop every resident page of the data file's mappings from this process."""
+        if _madvise is None:
+            return False
+        try:
+            maps = Path("/proc/self/maps").read_text().splitlines()
+        except OSError:
+            return False
+        done = False
+        for line in maps:
+            if not line.endswith(self.data_file):
+                continue
+            lo, _, hi = line.split(None, 1)[0].partition("-")
+            start, end = int(lo, 16), int(hi, 16)
+            if _madvise(start, end - start, _MADV_DONTNEED) == 0:
+                done = True
+        self.trims += done
+        return done
