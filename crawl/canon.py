@@ -56,6 +56,7 @@ from ada_url._ada_wrapper import ffi, lib
 
 from .canon_rules import (
     DEFAULT,
+    PCT_FIXABLE,
     RULES,
     SESSION_PARAMS,
     SESSION_PREFIXES,
@@ -225,11 +226,11 @@ def canonicalize(
         raise CanonError("too-long", f"input is {len(url)} characters, over 4x the limit")
     href, hs, he, ps, qs, fs = _parse(url, base)
     if (trace is None and qs == _OMITTED and href[hs] != "@" and href[he - 1] != "."
-            and "%" not in href and ";" not in href):
-        # The common case, done fast: on a URL with no query, userinfo, '%',
-        # ';' or trailing host dot, the only rule that can fire is the
-        # fragment's. Keep in step with RULES (a property test compares
-        # this path with the full rule run).
+            and ";" not in href and ("%" not in href or not PCT_FIXABLE.search(href))):
+        # The common case, done fast: on a URL with no query, userinfo, ';',
+        # trailing host dot or percent-escape to fix, the only rule that can
+        # fire is the fragment's. Keep in step with RULES (a property test
+        # compares this path with the full rule run).
         if fs != _OMITTED:
             href = href[:fs]
         host = href[hs:he]

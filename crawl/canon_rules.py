@@ -95,6 +95,11 @@ class _Parts:
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _PCT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
+# An escape the rule would change: a lowercase hex digit, or an unreserved
+# character (2D 2E 30-39 41-5A 5F 61-7A 7E). ada writes the escapes it makes
+# in upper case, so most percent-encoded URLs have nothing to fix.
+PCT_FIXABLE = re.compile(
+    r"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])")
 
 
 def _pct_fix(m: re.Match[str]) -> str:
@@ -103,7 +108,7 @@ def _pct_fix(m: re.Match[str]) -> str:
 
 
 def _pct(s: str) -> str:
-    return _PCT_RE.sub(_pct_fix, s) if "%" in s else s
+    return _PCT_RE.sub(_pct_fix, s) if "%" in s and PCT_FIXABLE.search(s) else s
 
 
 def _root_dot(p: _Parts, cfg: CanonConfig) -> None:

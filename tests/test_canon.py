@@ -25,6 +25,7 @@ from crawl.canon import (
     registered_domain,
     surt,
 )
+from crawl.canon_rules import PCT_FIXABLE
 from crawl.commands.canon import command as canon_cmd
 
 
@@ -136,6 +137,15 @@ def test_issue_example() -> None:
     assert c.surt == "com,example)/b?a=1&b=2"
     assert c.fp == xxhash.xxh3_64_intdigest(b"http://example.com/b?a=1&b=2") == fingerprint(c.url)
     assert len(c.fp_hex) == 16 and int(c.fp_hex, 16) == c.fp
+
+
+def test_percent_fast_check_agrees_with_the_rule_on_every_escape() -> None:
+    hexdigits = "0123456789abcdefABCDEF"
+    for a in hexdigits:
+        for b in hexdigits:
+            esc = f"%{a}{b}"
+            changed = canon(f"http://e.test/{esc}") != f"http://e.test/{esc}"
+            assert bool(PCT_FIXABLE.search(esc)) == changed, esc
 
 
 HOSTS = [
