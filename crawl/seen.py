@@ -43,6 +43,18 @@ _NEXT_ID = b"next_id"
 _FETCHED = b"fetched:"
 
 
+def _fp_of(value: object) -> int | None:
+    """A record's ``fp``: an int (``crawl parse``) or 16 hex digits (``crawl canon``)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64:
+        return value
+    if isinstance(value, str) and len(value) == 16:
+        try:
+            return int(value, 16)
+        except ValueError:
+            return None
+    return None
+
+
 def key_of(fp: int) -> bytes:
     """The exact set's key: big-endian, so LMDB order is numeric order."""
     return fp.to_bytes(8, "big")
@@ -256,8 +268,8 @@ class SeenSet:
             if rec.get("kind") not in records.URL_KINDS:
                 staged.append(rec)
                 continue
-            fp = rec.get("fp")
-            if rec.get("canon_v") == CANON_VERSION and isinstance(fp, int) and 0 <= fp < 1 << 64:
+            fp = _fp_of(rec.get("fp"))
+            if rec.get("canon_v") == CANON_VERSION and fp is not None:
                 out = rec  # already canonical: trust it (same rule version)
             else:
                 try:
@@ -270,9 +282,10 @@ class SeenSet:
                     continue
                 out = records.derive(rec, rec["kind"], url=c.url, fp=c.fp, surt=c.surt,
                                      host=c.host, canon_v=CANON_VERSION)
+                fp = c.fp
             slots.append(len(staged))
             staged.append(out)
-            fps.append(out["fp"])
+            fps.append(fp)
         flags = self.add_fps(fps)
         drop = {slot for slot, new in zip(slots, flags, strict=True) if not new}
         self._count("already_seen", len(drop))

@@ -92,22 +92,28 @@ def test_the_filter_grows_when_the_crawl_outgrows_it(tmp_path: Path) -> None:
 def test_unseen_canonicalises_rejects_and_passes_other_kinds(tmp_path: Path) -> None:
     c = canonicalize("http://example.com/p")
     trusted = {"kind": "link", "url": c.url, "fp": c.fp, "canon_v": CANON_VERSION, "anchor": "x"}
+    from_canon = {"kind": "url", "url": "http://example.com/q", "fp": f"{c.fp ^ 1:016x}",
+                  "canon_v": CANON_VERSION}
     recs = [
         {"kind": "url", "v": 1, "url": "HTTP://Example.COM:80/a?utm_source=z#frag", "depth": 2},
         {"kind": "url", "v": 1, "url": "http://example.com/a"},
         {"kind": "url", "v": 1, "url": "http://exa mple.com/"},
         {"kind": "fetch", "v": 1, "url": "http://example.com/", "outcome": "ok"},
         trusted,
+        from_canon,
+        {**from_canon, "fp": "not-hex-digits!!"},  # not trusted: canonicalised again
     ]
     with SeenSet(tmp_path / "seen") as s:
         out = s.unseen(recs)
-        assert [r["kind"] for r in out] == ["url", "reject", "fetch", "link"]
+        assert [r["kind"] for r in out] == ["url", "reject", "fetch", "link", "url", "url"]
+        assert out[4] is from_canon  # `crawl canon`'s hex fp is trusted as it is
+        assert out[5]["fp"] == canonicalize("http://example.com/q").fp
         assert out[0]["url"] == "http://example.com/a"
         assert out[0]["depth"] == 2  # unknown fields pass through
         assert out[0]["fp"] == canonicalize("http://example.com/a").fp
         assert out[1]["input"] == "http://exa mple.com/" and out[1]["error"]
         assert out[3] is trusted
-        assert s.unseen(recs[:2]) == []
+        assert s.unseen(recs[:2]) == [] and s.unseen(recs[5:]) == []
         assert s.counts["rejected"] == 1
 
 
