@@ -25,11 +25,11 @@ where parameter order matters, which is why it is all in one place.
 **Parser choice.** ``ada-url`` (the C++ WHATWG parser) through its C API:
 one parse, the href and the component offsets per URL, no Python URL
 object. Measured by ``scripts/bench_canon.py`` on 100k realistic URLs (2
-shared cores): ada C API 1.6 us/URL, ada's Python ``URL`` class 4.6 us/URL,
-``urllib.parse.urlsplit`` + ``geturl`` 4.9 us/URL although it only splits
+shared cores): ada C API 1.7 us/URL, ada's Python ``URL`` class 4.9 us/URL,
+``urllib.parse.urlsplit`` + ``geturl`` 5.3 us/URL although it only splits
 (no IDNA, dot segments, IPv4 forms, percent-encoding or base resolution,
 all of which would then be ours to write in Python). So ada is both the
-conformant and the fast choice. The whole function runs at ~3.3x
+conformant and the fast choice. The whole function runs at ~3.4x
 ``w3lib.url.canonicalize_url`` (README, "Canonicalisation").
 
 **Fingerprint.** ``fp`` is XXH3-64 (xxhash, seed 0) of the canonical URL's
