@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 import orjson
@@ -120,11 +120,40 @@ def build(warc_dir: Path, *, rescan: bool = False) -> tuple[Path, int]:
     return out, len(lines)
 
 
+def _line_start(fh: BinaryIO, pos: int) -> int:
+    """Offset of the first line that starts at or after ``pos``."""
+    if pos == 0:
+        return 0
+    fh.seek(pos - 1)
+    fh.readline()
+    return fh.tell()
+
+
+def _seek_key(fh: BinaryIO, size: int, key: bytes) -> None:
+    """Position ``fh`` at the first line whose key is >= ``key``.
+
+    Binary search over byte offsets (the index is sorted; lines vary in
+    length): the key of "the first line starting at or after pos" never
+    decreases as pos grows, so the smallest pos where it is >= key finds it.
+    """
+    lo, hi = 0, size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        fh.seek(_line_start(fh, mid))
+        line = fh.readline()
+        if line and line.split(b" ", 1)[0] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    fh.seek(_line_start(fh, lo))
+
+
 def lookup(warc_dir: Path, url: str, *, prefix: bool = False) -> list[dict[str, Any]]:
     """Every capture of ``url`` (oldest first), from the sorted index.
 
     ``prefix`` matches every URL whose SURT starts with the given one
-    (a whole host: ``--prefix http://example.com/``).
+    (a whole host: ``--prefix http://example.com/``). Found by binary search,
+    so a lookup costs a few reads even in a large index.
     """
     idx = warc_dir / INDEX_NAME
     if not idx.exists():
@@ -132,12 +161,16 @@ def lookup(warc_dir: Path, url: str, *, prefix: bool = False) -> list[dict[str, 
     key = surt(url)
     if prefix:
         key = key.rstrip("/")
+    bkey = key.encode()
     out = []
     with open(idx, "rb") as fh:
-        for ln in fh:  # sorted file: stop once past the key
-            k, ts, fields = parse_line(ln)
-            if (k.startswith(key) if prefix else k == key):
-                out.append({"surt": k, "timestamp": ts, **fields})
-            elif k > key and not k.startswith(key):
+        _seek_key(fh, idx.stat().st_size, bkey)
+        for ln in fh:
+            k = ln.split(b" ", 1)[0]
+            if (k.startswith(bkey) if prefix else k == bkey):
+                kk, ts, fields = parse_line(ln)
+                out.append({"surt": kk, "timestamp": ts, **fields})
+            elif k > bkey:
                 break
+    out.sort(key=lambda h: h["timestamp"])
     return out

@@ -188,3 +188,17 @@ def test_any_bodies_read_back_exactly(tmp_path: Path, bodies: list[bytes]) -> No
     w.close()
     for b, p in zip(bodies, ptrs, strict=True):
         assert store.read_response(d, p).body == b
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(paths=st.lists(st.sampled_from(["a", "b", "bb", "c", "a/x", "z", "m?q=1"]), min_size=1, max_size=30),
+       probe=st.sampled_from(["a", "b", "bb", "c", "a/x", "z", "m?q=1", "none"]))
+def test_index_lookup_finds_exactly_the_captures(tmp_path: Path, paths: list[str], probe: str) -> None:
+    d = tmp_path / f"i{time.perf_counter_ns()}"
+    d.mkdir()
+    lines = sorted(cdxj.cdxj_line(f"http://example.test/{p}", f"2026-01-0{1 + i % 9}T00:00:00Z",
+                                  {"n": i, "offset": "0", "length": "1", "filename": "x"})
+                   for i, p in enumerate(paths))
+    (d / cdxj.INDEX_NAME).write_bytes(b"".join(lines))
+    hits = cdxj.lookup(d, f"http://example.test/{probe}")
+    assert sorted(h["n"] for h in hits) == sorted(i for i, p in enumerate(paths) if p == probe)
