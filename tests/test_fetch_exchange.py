@@ -1,0 +1,69 @@
+"""The decompression meter that enforces the decoded-size and ratio caps."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import brotli
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawl.exchange import Bomb, Meter
+
+
+def _encode(kind: str, data: bytes) -> bytes:
+    if kind == "gzip":
+        return gzip.compress(data)
+    if kind == "deflate":
+        return zlib.compress(data)
+    if kind == "raw-deflate":
+        c = zlib.compressobj(wbits=-15)
+        return c.compress(data) + c.flush()
+    if kind == "br":
+        return brotli.compress(data, quality=1)
+    return data
+
+
+def _feed(m: Meter, raw: bytes, cuts: list[int]) -> None:
+    pos = 0
+    for c in sorted(set(cuts)):
+        m.feed(raw[pos:c])
+        pos = c
+    m.feed(raw[pos:])
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=20000), kind=st.sampled_from(["gzip", "deflate", "raw-deflate", "br", ""]),
+       cuts=st.lists(st.integers(min_value=0, max_value=30000), max_size=8))
+def test_meter_counts_and_keeps_exactly_what_decodes(data: bytes, kind: str, cuts: list[int]) -> None:
+    raw = _encode(kind, data)
+    header = "deflate" if kind == "raw-deflate" else kind
+    m = Meter(header, max_decoded=10 << 20, max_ratio=1e9, keep=5000)
+    _feed(m, raw, [c for c in cuts if c <= len(raw)])
+    assert m.decoded == len(data) and m.raw == len(raw)
+    assert m.text() == data[:5000]
+    assert not m.broken
+
+
+@pytest.mark.parametrize("kind", ["gzip", "br"])
+def test_bombs_stop_early(kind: str) -> None:
+    raw = _encode(kind, bytes(100 << 20))
+    m = Meter(kind, max_decoded=50 << 20, max_ratio=100)
+    with pytest.raises(Bomb, match="ratio"):
+        _feed(m, raw, list(range(0, len(raw), 16384)))
+    assert m.decoded < 5 << 20  # stopped within a few 64 KiB pieces of the 1 MiB floor
+
+
+def test_decoded_cap_without_ratio() -> None:
+    data = bytes(range(256)) * 40000  # ~10 MB, compresses only modestly... with a huge ratio cap
+    m = Meter("gzip", max_decoded=1 << 20, max_ratio=1e9)
+    with pytest.raises(Bomb, match="exceeds"):
+        m.feed(gzip.compress(data))
+
+
+def test_corrupt_stream_stops_metering_without_failing() -> None:
+    m = Meter("gzip", max_decoded=1 << 20, max_ratio=100)
+    m.feed(b"this is not gzip at all")
+    assert m.broken and m.raw == 23
