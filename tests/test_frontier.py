@@ -243,6 +243,16 @@ def test_429_retry_after_exact_and_requeued(fr: Frontier) -> None:
     assert again["url"] == "http://a.test/1" and again["attempt"] == 2
 
 
+@pytest.mark.parametrize(("retry_after", "crawl_delay", "expected"), [(0, None, 1.0), ("0", 5, 5.0), (3, 5, 5.0)])
+def test_backoff_never_undercuts_the_normal_delay(fr: Frontier, retry_after: object, crawl_delay: float | None,
+                                                  expected: float) -> None:
+    # Retry-After is a minimum: the host's default delay and Crawl-delay still apply.
+    fr.add([url_rec("http://a.test/1")], T0)
+    [lease] = fr.next(1, 60, T0)
+    [ev] = fr.complete([fetch(lease, "http-error", status=429, retry_after=retry_after, crawl_delay=crawl_delay)], T0)
+    assert ev["next_allowed"] == T0 + expected
+
+
 def test_503_exponential_backoff_capped(tmp_path: Path) -> None:
     with make(tmp_path, backoff_cap=10.0) as f:
         f.add([url_rec("http://a.test/1")], T0)
