@@ -24,6 +24,7 @@ from typing import Any
 import trio
 
 from .dns import AddressPolicy, Resolver
+from .errors import CrawlError
 from .fetcher import (
     ACCEPTS,
     AGENT_TOKEN,
@@ -70,6 +71,10 @@ def store_group(writer: WarcWriter, history: History | None, items: list[Fetched
         writer.sync()
         if history is not None:
             history.update(updates)
+    except OSError as exc:
+        raise CrawlError(
+            f"cannot write to the WARC store {writer.dir}: {exc.strerror or exc}. No result was "
+            "emitted for this group; its leases return to the frontier when they expire.") from exc
     finally:
         for it in items:
             for cap in it.captures:
