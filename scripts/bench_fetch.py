@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -93,10 +92,11 @@ def main() -> None:
               f"{cpu * 1000 / max(1, len(out)):.2f} CPU-ms/page in crawl fetch "
               f"(test web server used {web_cpu:.1f} CPU-s, {web_cpu * 1000 / max(1, len(out)):.2f} ms/page)")
         print(f"warc: {warc_bytes / 1e6:,.1f} MB gzip written, {warc_bytes / 1e6 / wall:,.1f} MB/s; "
-              f"peak RSS of crawl fetch {usage.ru_maxrss / 1024:,.0f} MiB; cores {os.cpu_count()}")
+              f"peak RSS of crawl fetch <= {usage.ru_maxrss / 1024:,.0f} MiB (Linux keeps the forking "
+              f"parent's peak across exec, so this is a ceiling); cores {os.cpu_count()}, "
+              f"load average {os.getloadavg()[0]:.1f}")
         if os.WEXITSTATUS(status) != 0:
             sys.exit(f"crawl fetch exited with status {os.WEXITSTATUS(status)}")
-        assert resource  # (ru_maxrss above includes the forking parent's peak; a ceiling)
 
 
 def profile(inp: Path, crawl_dir: Path, hosts: Path, concurrency: int) -> None:
