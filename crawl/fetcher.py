@@ -189,7 +189,7 @@ class Fetcher:
                    ("Accept-Encoding", "gzip, deflate, br")]
         hist = self.history.get(url) if (self.history and self.cfg.conditional) else None
         if self.cfg.conditional and self.history is not None:
-            headers += self.history.conditional_headers(url, lease)
+            headers += self.history.conditional_headers(url, lease, hist or {})
         ex = await exchange(self.transport, url, headers, self.cfg.limits,
                             want_body=lambda e: not (200 <= e.status < 300)
                             or type_wanted(e.header("content-type"), self.cfg.content_types))

@@ -58,13 +58,17 @@ class History:
                         cur[k] = v
                 txn.put(key, orjson.dumps(cur))
 
-    def conditional_headers(self, url: str, lease: dict[str, Any] | None = None) -> list[tuple[str, str]]:
-        """If-None-Match / If-Modified-Since from the lease (recrawl) or the history."""
+    def conditional_headers(self, url: str, lease: dict[str, Any] | None = None,
+                            entry: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+        """If-None-Match / If-Modified-Since from the lease (recrawl) or the history.
+
+        ``entry`` is the URL's history if the caller has already read it.
+        """
         src: dict[str, Any] = {}
         if lease and (lease.get("etag") or lease.get("last_modified")):
             src = lease
         else:
-            src = self.get(url) or {}
+            src = entry if entry is not None else (self.get(url) or {})
         out = []
         if src.get("etag"):
             out.append(("If-None-Match", str(src["etag"])))
