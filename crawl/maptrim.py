@@ -50,7 +50,7 @@ class MapTrimmer:
         every: check the budget once per this many :meth:`maybe_trim` calls.
     """
 
-    def __init__(self, data_file: Path, budget: int | None, every: int = 8) -> None:
+    def __init__(self, data_file: Path, budget: int | None, every: int = 1) -> None:
         self.data_file = str(data_file.resolve())
         self.budget = budget
         self.every = max(every, 1)
