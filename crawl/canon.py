@@ -263,7 +263,7 @@ def canonicalize(
         raise _too_long(out, config)
     host = p.host + p.port
     return _new_canonical(Canonical, (
-        out, _xxh3(out.encode()), f"{host_key}{p.port}){out[len(p.scheme) + 3 + len(host):]}", host))
+        out, _xxh3(out.encode()), f"{host_key}{p.port}){out[len(p.scheme) + 3 + len(p.userinfo) + len(host):]}", host))
 
 
 def _too_long(url: str, config: CanonConfig) -> CanonError:

@@ -298,7 +298,8 @@ def test_config_strip_keep_order_userinfo() -> None:
     keep = replace(DEFAULT, sort_query=False)
     assert canon("http://e.test/?b=1&a=2", config=keep) == "http://e.test/?b=1&a=2"
     userinfo = replace(DEFAULT, strip_userinfo=False)
-    assert canon("http://u:p%7e@e.test/", config=userinfo) == "http://u:p~@e.test/"
+    kept = canonicalize("http://u:p%7e@e.test/x?a", config=userinfo)
+    assert (kept.url, kept.surt, kept.host) == ("http://u:p~@e.test/x?a", "test,e)/x?a", "e.test")
     none = CanonConfig(strip_params=frozenset(), strip_prefixes=(), session_params=frozenset(),
                        session_prefixes=())
     assert canon("http://e.test/x;sid=1?utm_a=1&sid=2", config=none) == "http://e.test/x;sid=1?sid=2&utm_a=1"
@@ -392,16 +393,19 @@ def test_fast_path_matches_the_traced_rule_run(url: str) -> None:
 @PROPS
 @given(_url)
 def test_keys_are_consistent(url: str) -> None:
-    try:
-        c = canonicalize(url)
-    except CanonError:
-        return
-    assert c.url.isascii() and len(c.url) <= DEFAULT.max_length
-    assert c.fp == fingerprint(c.url) and 0 <= c.fp < 2**64
-    assert c.host == host_of(c.url) == host_of(url)
-    assert c.url.split("/", 3)[2] == c.host  # userinfo is gone, host is the authority
-    assert c.surt.endswith(")" + "/" + c.url.split("/", 3)[3])
-    assert "#" not in c.url
+    for config in (DEFAULT, replace(DEFAULT, strip_userinfo=False)):
+        try:
+            c = canonicalize(url, config=config)
+        except CanonError:
+            return
+        assert c.url.isascii() and len(c.url) <= DEFAULT.max_length
+        assert c.fp == fingerprint(c.url) and 0 <= c.fp < 2**64
+        assert c.host == host_of(c.url) == host_of(url)
+        authority = c.url.split("/", 3)[2]
+        assert authority.rpartition("@")[2] == c.host
+        assert "@" not in authority or not config.strip_userinfo
+        assert c.surt.endswith(")" + "/" + c.url.split("/", 3)[3])
+        assert "#" not in c.url
 
 
 @settings(max_examples=600, deadline=None)
