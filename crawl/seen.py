@@ -133,7 +133,7 @@ class SeenSet:
         bf = BloomFilter.for_capacity(capacity, self.fp_rate)
         with self.env.begin(db=self.urls) as txn:
             cur = txn.cursor()
-            bf.add_many(int.from_bytes(k, "big") for k in cur.iternext(keys=True, values=False))
+            bf.add_many(map(int.from_bytes, cur.iternext(keys=True, values=False), repeat("big")))
             bf.covers = txn.stat(self.urls)["entries"]
         self.bloom = bf
         self._capacity_n = self._capacity(bf)

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import repeat
 from pathlib import Path
 
 import xxhash
@@ -131,11 +132,11 @@ def load(d: str, n: int) -> None:
 
     env = open_env(Path(d) / "seen", sync=False)
     db = env.open_db(b"urls")
-    keys = sorted(fp(i) for i in range(n))
+    keys = sorted(map(_h, map(int.to_bytes, range(n), repeat(8), repeat("little"))))
     with env.begin(write=True, db=db) as txn:
-        ids = (i.to_bytes(4, "big") for i in range(n))
-        txn.cursor().putmulti(zip((k.to_bytes(8, "big") for k in keys), ids, strict=False),
-                              append=True)
+        ids = map(int.to_bytes, range(n), repeat(4), repeat("big"))
+        txn.cursor().putmulti(zip(map(int.to_bytes, keys, repeat(8), repeat("big")), ids,
+                                  strict=False), append=True)
         txn.put(b"next_id", n.to_bytes(8, "big"), db=env.open_db(b"meta", txn=txn))
     env.sync(True)
     close_env(env)
