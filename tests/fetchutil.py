@@ -9,7 +9,7 @@ import trio
 
 from crawl.dns import AddressPolicy, parse_hosts
 from crawl.exchange import Limits
-from crawl.fetch import FetchConfig, fetch_batch, open_fetcher
+from crawl.fetch import FetchConfig, StoreOptions, fetch_batch, open_fetcher
 from crawl.state import CrawlDir
 
 FAST = Limits(connect=1.0, total=1.5)
@@ -23,6 +23,7 @@ def run_batch(
     allow_private: bool = True,
     cidrs: tuple[str, ...] = (),
     clock: Any = None,
+    store: StoreOptions | None = None,
     **cfg: Any,
 ) -> list[dict[str, Any]]:
     """Fetch ``urls`` (strings or lease dicts) once, in-process; results in input order."""
@@ -34,7 +35,7 @@ def run_batch(
     async def main() -> list[dict[str, Any]]:
         pol = AddressPolicy.from_cidrs(cidrs, allow_private)
         async with open_fetcher(CrawlDir(d), conf, overrides=parse_hosts(hosts), fallback=False,
-                                policy=pol) as (fetcher, writer):
+                                policy=pol, store=store) as (fetcher, writer):
             if clock is not None:
                 fetcher.clock = clock
                 assert fetcher.robots is not None

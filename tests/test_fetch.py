@@ -165,3 +165,16 @@ def test_helpers() -> None:
     assert retry_after("120", 0) == 120
     assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412480 - 60) == 60
     assert retry_after("soon", 0) is None
+
+
+def test_zstd_warc_store(srv: Server, tmp_path: Path) -> None:
+    from crawl.fetch import StoreOptions
+
+    res = by_path(fetch(srv, tmp_path, "/ok", "/gzip", store=StoreOptions(compression="zstd")))
+    d = tmp_path / "D" / "warc"
+    assert res["ok"]["warc"]["file"].endswith(".warc.zst")
+    assert store.read_response(d, res["gzip"]["warc"]).body == HTML * 50
+    for f in cdxj.warc_files(d):
+        assert store.scan(f).torn_at is None
+    _, n = cdxj.build(d, rescan=True)
+    assert n >= 3  # robots.txt + 2 pages

@@ -17,7 +17,7 @@ from crawl import cdxj, store
 from crawl.spool import Spool
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile import Server, bomb, hosts_text  # noqa: E402
+from hostile import HTML, Server, bomb, hosts_text  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +175,25 @@ def test_hostile_routes_end_within_limits_with_bounded_memory(srv: Server, tmp_p
     # 4 x 20 MB + 2 endless + 4 bombs of 200 MB decoded went by: memory barely moved
     print(f"peak RSS {base_rss} KiB (one page) vs {rss} KiB (hostile batch)")
     assert rss - base_rss < 40 * 1024, (base_rss, rss)
+
+
+def test_crawl_index_command(srv: Server, tmp_path: Path, hosts: Path) -> None:
+    d = tmp_path / "D"
+    url = srv.url("allow.test", "/gzip")
+    p = subprocess.run(cmd(d, hosts), input=url.encode(), capture_output=True, timeout=60)
+    assert orjson.loads(p.stdout)["outcome"] == "ok"
+    index = [sys.executable, "-m", "crawl", "index", "--dir", str(d)]
+    p = subprocess.run(index, capture_output=True, timeout=60)
+    assert p.returncode == 0 and b"captures indexed" in p.stderr
+    p = subprocess.run(index + ["--url", url], capture_output=True, timeout=60)
+    hit = orjson.loads(p.stdout.splitlines()[0])
+    assert hit["url"] == url and hit["status"] == "200" and hit["filename"].endswith(".warc.gz")
+    p = subprocess.run(index + ["--url", url, "--body"], capture_output=True, timeout=60)
+    assert p.stdout.startswith(b"<!doctype html>") and len(p.stdout) == len(HTML) * 50
+    p = subprocess.run(index + ["--url", srv.url("allow.test", "/never")], capture_output=True, timeout=60)
+    assert p.returncode == 2 and b"no capture" in p.stderr
+    assert subprocess.run(index + ["--check"], capture_output=True, timeout=60).returncode == 0
+    f = cdxj.warc_files(d / "warc")[0]
+    f.write_bytes(f.read_bytes()[:-7])  # tear the last record
+    p = subprocess.run(index + ["--check"], capture_output=True, timeout=60)
+    assert p.returncode == 1 and orjson.loads(p.stdout.splitlines()[0])["torn_at"] is not None

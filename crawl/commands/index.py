@@ -9,7 +9,7 @@ import click
 import orjson
 
 from .. import cdxj, store
-from ..errors import UsageError
+from ..errors import ExitStatus, UsageError
 from ..state import CrawlDir
 from ._common import dir_option
 
@@ -37,6 +37,9 @@ def command(crawl_dir: Path, url: str | None, prefix: bool, body: bool, rescan: 
         crawl index --dir D --url http://h.test/a --body > a.html
         crawl index --dir D --url http://h.test/ --prefix
         crawl index --dir D --check                   # find torn records
+
+    Exit status: 0; 1 when --check finds a torn or damaged file; 2 on a
+    usage error (including a URL with no capture).
     """
     warc_dir = CrawlDir(crawl_dir).warc
     if not warc_dir.is_dir():
@@ -51,7 +54,7 @@ def command(crawl_dir: Path, url: str | None, prefix: bool, body: bool, rescan: 
             out.write(orjson.dumps(line) + b"\n")
         out.flush()
         if bad:
-            raise click.exceptions.Exit(1)
+            sys.exit(ExitStatus.ERROR)
         return
     if url is None:
         path, n = cdxj.build(warc_dir, rescan=rescan)
