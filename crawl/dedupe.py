@@ -68,7 +68,7 @@ class Fingerprint:
         self.digest = digest or payload_digest(body)
         self.doc = Doc()
         self.blocks: list[str] = []
-        self.words: list[str] = []
+        self.words: list[bytes] = []
         self.simhash: int | None = None
         self.note: str | None = None
         ctype = content_type.split(";")[0].strip().lower()
