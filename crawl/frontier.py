@@ -107,6 +107,9 @@ class Frontier:
             t.requeue_expired()
             t.promote_due()
             out = t.lease(n, lease_seconds) if n > 0 else []
+            if len(out) < n:
+                t.wake_stranded()
+                out += t.lease(n - len(out), lease_seconds)
             t.observe_idle(n > 0 and not out)
             t.flush()
         self.trimmer.maybe_trim()

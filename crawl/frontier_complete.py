@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .frontier_tx import Tx
 
 _RATE_LIMIT = frozenset({429, 503})
+_OUTCOMES = frozenset(records.OUTCOMES)
 
 
 def _event(t: Tx, rec: Record, event: str, **fields: Any) -> Record:
@@ -57,7 +58,7 @@ def _check(rec: Record) -> str | None:
         return f'expected a fetch record, got kind {rec.get("kind")!r}'
     if not isinstance(rec.get("url"), str) or not rec["url"]:
         return 'no "url" string'
-    if rec.get("outcome") not in records.OUTCOMES:
+    if rec.get("outcome") not in _OUTCOMES:
         return f'unknown outcome {rec.get("outcome")!r} (expected one of {", ".join(records.OUTCOMES)})'
     status = rec.get("status")
     if status is not None and (not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999):

@@ -237,6 +237,30 @@ class Tx:
 
     # ---- next -----------------------------------------------------------------
 
+    def wake_stranded(self, limit: int = 256) -> None:
+        """Put hosts waiting for an IP that has free slots back on the schedule.
+
+        Each release wakes one waiter already; this sweep only repairs what a
+        change of --per-ip between processes could leave behind.
+        """
+        cur = self.txn.cursor(db=self.dipw)
+        wake, free = [], {}
+        if cur.first():
+            for key in cur.iternext(values=False):
+                if len(wake) >= limit:
+                    break
+                ip = key[:-5].decode()
+                if ip not in free:
+                    free[ip] = self.cfg.per_ip - self.ip_state(ip)[0]
+                if free[ip] > 0:
+                    free[ip] -= 1
+                    wake.append((key, int.from_bytes(key[-4:], "big")))
+        for key, hid in wake:
+            self.txn.delete(key, db=self.dipw)
+            h = self.host(hid)
+            h.sched = hq.NOT_SCHEDULED
+            self.reschedule(hid, h)
+
     def lease(self, n: int, lease_seconds: float) -> list[Record]:
         out: list[Record] = []
         cur = self.txn.cursor(db=self.ds)

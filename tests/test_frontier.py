@@ -299,6 +299,17 @@ def test_per_ip_cap(tmp_path: Path) -> None:
         assert len(third) == 1 and third[0]["host"] not in {r["host"] for r in second}
 
 
+def test_hosts_waiting_for_an_ip_are_not_stranded_by_a_higher_cap(tmp_path: Path) -> None:
+    with make(tmp_path, per_ip=1) as f:
+        f.add([url_rec(f"http://h{i}.test/{j}") for i in range(3) for j in range(2)], T0)
+        f.complete([fetch(r, ip="10.9.9.9") for r in f.next(10, 60, T0)], T0)
+        assert len(f.next(10, 60, T0 + 5)) == 1
+        assert f.stats(T0 + 5)["hosts_waiting_ip"] == 2
+    with make(tmp_path, per_ip=3) as f:  # an operator raises --per-ip: nobody waits forever
+        assert len(f.next(10, 60, T0 + 6)) == 2
+        assert f.stats(T0 + 6)["hosts_waiting_ip"] == 0
+
+
 def test_transport_errors_retry_then_drop(fr: Frontier) -> None:
     fr.add([url_rec("http://a.test/bad")], T0)
     now, dispositions = T0, []
