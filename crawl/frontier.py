@@ -40,7 +40,7 @@ from .state import close_env, open_env
 
 __all__ = ["Frontier", "fingerprint", "lease_name"]
 
-DEFAULT_MAP_BUDGET = 128 << 20
+DEFAULT_MAP_BUDGET = 64 << 20
 
 _DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait")
 
