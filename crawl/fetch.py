@@ -15,6 +15,7 @@ re-exported here, so ``from crawl.fetch import FetchConfig`` keeps working.
 
 from __future__ import annotations
 
+import resource
 import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -173,6 +174,14 @@ class StoreOptions:
     prefix: str = "crawl"
 
 
+def _origin_budget(concurrency: int) -> int:
+    """Idle per-origin pools to keep: 4 per worker, within the open-file limit
+    (each keeps one socket; the workers, WARC files and LMDB need theirs)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    room = soft - concurrency * 2 - 64 if soft != resource.RLIM_INFINITY else 1 << 20
+    return max(16, min(concurrency * 4, room))
+
+
 @asynccontextmanager
 async def open_fetcher(
     crawl_dir: CrawlDir,
@@ -194,7 +203,7 @@ async def open_fetcher(
     policy = policy or AddressPolicy()
     store = store or StoreOptions()
     resolver = Resolver(overrides or {}, fallback=fallback, env=env)
-    transport = make_transport(resolver, policy, max_origins=max(64, cfg.concurrency * 4))
+    transport = make_transport(resolver, policy, max_origins=_origin_budget(cfg.concurrency))
     writer = WarcWriter(crawl_dir.warc, prefix=store.prefix, max_size=store.max_size,
                         compression=store.compression,
                         info={"operator-agent": cfg.user_agent, "robots": "obey" if cfg.robots else "ignore"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import resource
 from pathlib import Path
 
 import click
@@ -77,6 +79,7 @@ def command(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file:
           | crawl frontier complete --dir D
         echo https://example.com/ | crawl fetch --dir D
     """
+    _raise_open_files()
     cfg = FetchConfig(
         user_agent=user_agent, agent_token=agent_token(user_agent) or "crawl",
         limits=Limits(connect=connect_timeout, total=timeout, max_body=max_body, max_decoded=max_decoded),
@@ -90,3 +93,12 @@ def command(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file:
         run_fetch(sio.source, sio.sink, sio.report, cdir, cfg, overrides=overrides,
                   fallback=resolve_file is None or resolve_fallback, policy=policy,
                   store=StoreOptions(warc_compression, warc_size, warc_prefix))
+
+
+def _raise_open_files() -> None:
+    """Hundreds of connections need more than the common 1024 descriptors."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < min(want, 65536):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, 65536), hard))
