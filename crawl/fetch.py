@@ -121,9 +121,10 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
                 if b is None:
                     return
                 report.add("in", len(b.records))
-                pending[bid] = [len(b.records), b]
-                if not b.records:
+                if not b.records:  # nothing valid in it: done already
                     await trio.to_thread.run_sync(b.ack)
+                    continue
+                pending[bid] = [len(b.records), b]
                 for rec in b.records:
                     await work_send.send((bid, rec))
 
