@@ -80,9 +80,12 @@ def stats(fr: Frontier, now: float) -> dict[str, Any]:
             "idle_seconds": round(idle_s, 3),
         }
         out.update({name: _int(txn, db["meta"], name.encode()) for name in _COUNTERS})
-        info = fr.env.info()
-        st = fr.env.stat()
-        out["disk_bytes_used"] = (info["last_pgno"] + 1) * st["psize"]
+        psize = fr.env.stat()["psize"]
+        used = sum(txn.stat(d)["branch_pages"] + txn.stat(d)["leaf_pages"] + txn.stat(d)["overflow_pages"]
+                   for d in db.values())
+        # in use by the B-trees vs. the file's high-water mark (freed pages are reused)
+        out["disk_bytes_used"] = used * psize
+        out["disk_bytes_file"] = (fr.env.info()["last_pgno"] + 1) * psize
     return out
 
 
