@@ -38,7 +38,9 @@ import trio
 from . import records
 from .canon import CANON_VERSION, CanonError, canonicalize
 from .crawllog import CrawlLog, event_of
+from .dedupe import Deduper
 from .dns import AddressPolicy
+from .errors import CrawlError
 from .fetch import FetchConfig, StoreOptions, fetch_all, open_fetcher
 from .frontier import Frontier
 from .io import Batch, Report
@@ -116,6 +118,7 @@ class Crawl:
             opts.lease_seconds = 2 * lim.total + lim.connect + 30.0
         self.frontier = Frontier(cdir.frontier, opts.politeness)
         self.seen = SeenSet(cdir.seen)
+        self.dedupe = Deduper(cdir.dedupe)
         self.fetched = Spool(cdir.spools / "fetched")
         self.log = CrawlLog(cdir.log)
         self.state = open_env(cdir.sub("runstate"), max_dbs=4)
@@ -128,6 +131,7 @@ class Crawl:
         self.last_lease = time.time()
 
     def close(self) -> None:
+        self.dedupe.close()
         self.seen.close()
         self.frontier.close()
         self.fetched.close()
@@ -263,29 +267,51 @@ class Crawl:
     # -- the parse side: fetched spool -> links -> frontier ------------------
 
     def process_one_batch(self, size: int = 64) -> int:
+        """Dedupe, parse and admit one claimed batch of fetch results, then ack it."""
         claimed = self.fetched.claim(size)
         if not claimed:
             return 0
         now = time.time()
-        links: list[Record] = []
+        recs: list[Record] = []
         for _, data in claimed:
             try:
-                rec = orjson.loads(data)
+                recs.append(orjson.loads(data))
             except orjson.JSONDecodeError:
                 self.progress.add("bad_spool_records")
-                continue
-            res = parse_fetch(rec, self._read, self.opts.parse, now)
+        bodies: dict[str, Any] = {}  # one WARC read per page, shared by dedupe and parse
+
+        def read(rec: Record) -> Any:
+            key = rec["url"]
+            if key not in bodies:
+                try:
+                    bodies[key] = read_response(self.cdir.warc, rec["warc"])
+                except Exception as exc:  # noqa: BLE001 - a damaged record is one page's problem
+                    raise CrawlError(f"cannot read {key} from the WARC store: {exc}") from exc
+            return bodies[key]
+
+        def body_of(rec: Record) -> tuple[bytes, str]:
+            resp = read(rec)
+            return resp.body, resp.content_type or ""
+
+        links: list[Record] = []
+        events: list[Record] = []
+        for rec in self.dedupe.check(recs, body_of):
+            if rec.get("duplicate_of"):
+                self.progress.add(f"dedupe/{rec.get('dup_kind', 'near')}")
+                events.append(records.make("event", ts=now, event="duplicate", url=rec["url"],
+                                           duplicate_of=rec["duplicate_of"],
+                                           distance=rec.get("distance"), dup_kind=rec.get("dup_kind")))
+            res = parse_fetch(rec, read, self.opts.parse, now)
             links.extend(res.links)
             for k, v in res.counts.items():
                 self.progress.add(f"parse/{k}", v)
         counts = self.admit(links, now)
         for k, v in counts.items():
             self.progress.add(f"links/{k}", v)
+        if events:
+            self.log.write(events)
         self.fetched.ack(k for k, _ in claimed)
         return len(claimed)
-
-    def _read(self, rec: Record) -> Any:
-        return read_response(self.cdir.warc, rec["warc"])
 
     async def processor(self) -> None:
         while True:

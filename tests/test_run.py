@@ -84,6 +84,37 @@ def reachable(web: TestWeb) -> set[str]:
     return out
 
 
+def dup_scores(web: TestWeb, d: Path, stored_urls: set[str]) -> tuple[float, float]:
+    """Recall over manifest duplicate pairs that were both stored; precision of
+    the crawl's duplicate events against the manifest's groups."""
+    parent: dict[str, str] = {}
+
+    def root(u: str) -> str:
+        while parent.get(u, u) != u:
+            u = parent[u]
+        return u
+
+    pairs = []
+    for url, page in web.pages.items():
+        orig = page.get("duplicate_of") or page.get("near_duplicate_of")
+        if orig:
+            parent[root(url)] = root(orig)
+            if url in stored_urls and orig in stored_urls:
+                pairs.append((url, orig))
+    flagged = {e["url"]: e["duplicate_of"] for e in read_log(d / "log") if e.get("event") == "duplicate"}
+    found = sum(1 for u, o in pairs if u in flagged or o in flagged)
+
+    def ordinary(u: str) -> bool:
+        # Behaviour pages (charset, busy...) are byte-identical across hosts and
+        # trap pages near-identical by design; the manifest does not group them.
+        p = web.pages.get(u)
+        return p is not None and not p.get("behaviour") and not p.get("trap")
+
+    judged = {u: o for u, o in flagged.items() if ordinary(u) and ordinary(o)}
+    right = sum(1 for u, o in judged.items() if root(u) == root(o))
+    return (found / len(pairs) if pairs else 1.0), (right / len(judged) if judged else 1.0)
+
+
 @pytest.fixture(scope="module")
 def mixed_web(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with start_testweb(tmp_path_factory.mktemp("runweb"), hosts=300, seed=3, pages=4, links=4,
@@ -109,6 +140,10 @@ def test_run_covers_the_web_politely(mixed_web: TestWeb, tmp_path: Path) -> None
     a = audit(mixed_web)
     assert a["violations"] == [], a["violations"][:10]
     assert a["rc"] == 0
+    # near-duplicates and mirrors are flagged, and nothing distinct is merged
+    recall, precision = dup_scores(mixed_web, d, set(got))
+    print(f"duplicates: recall {recall:.1%}, precision {precision:.1%}")
+    assert recall >= 0.9 and precision == 1.0
     # traps are bounded: no trap host got more than a small multiple of its real pages
     reqs = Counter(r["host"] for r in mixed_web.requests() if "crawl" in r.get("ua", ""))
     for host, rec in mixed_web.hosts.items():
