@@ -50,6 +50,10 @@ def add_cmd(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file:
     and many query parameters) and due (unix seconds). A URL already queued,
     leased, or done in this cycle is a no-op; beyond --host-queue-cap it is
     dropped and counted. Unusable URLs are reported on stderr.
+
+    \b
+        crawl frontier add --dir D < seeds.txt
+        crawl parse --dir D < fetched.ndjson | crawl seen --dir D | crawl frontier add --dir D
     """
     with stage_io("frontier add", records.URL_KINDS, input_, output, strict, stats_file) as io, \
             _open(crawl_dir, kw) as fr:
@@ -75,6 +79,10 @@ def next_cmd(crawl_dir: Path, count: int, lease_s: float, wait: bool, follow: bo
 
     Expired leases go back to their queues first. Without --wait an empty
     result is not an error: nothing is due right now.
+
+    \b
+        crawl frontier next --dir D -n 500 --lease 2m | crawl fetch --dir D
+        crawl frontier next --dir D --wait --follow -o spool:D/spool/leases
     """
     sink = open_sink(output)
     with _open(crawl_dir, kw) as fr:
@@ -103,6 +111,9 @@ def complete_cmd(crawl_dir: Path, input_: str, output: str, strict: bool, stats_
     dropped) and the host's next-allowed time. An unknown or expired lease
     or a malformed result prints an event with "error", warns on stderr and
     changes nothing.
+
+    \b
+        crawl fetch --dir D < leases.ndjson | crawl frontier complete --dir D >> events.ndjson
     """
     with stage_io("frontier complete", frozenset({"fetch"}), input_, output, strict, stats_file) as io, \
             _open(crawl_dir, kw) as fr:
@@ -128,7 +139,15 @@ def requeue_cmd(crawl_dir: Path) -> None:
 @dir_option()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of a table.")
 def stats_cmd(crawl_dir: Path, as_json: bool) -> None:
-    """Queued URLs, hosts, hosts ready now, in flight, parked, backlog, idle fraction."""
+    """Queued URLs, hosts, hosts ready now, in flight, parked, backlog, idle fraction.
+
+    idle_fraction is the share of time (seen by `next` calls) when no host
+    was ready: near 1, the crawl is waiting on politeness and needs more hosts.
+
+    \b
+        crawl frontier stats --dir D
+        crawl frontier stats --dir D --json | jq .hosts_ready
+    """
     with _open(crawl_dir, {}) as fr:
         s = fr.stats(time.time())
     if as_json:
@@ -143,7 +162,14 @@ def stats_cmd(crawl_dir: Path, as_json: bool) -> None:
 @click.option("--host", required=True, help="Host as in lease records: lowercase host[:port].")
 @click.option("--limit", type=int, default=1000, show_default=True, help="Queue entries to show.")
 def dump_cmd(crawl_dir: Path, host: str, limit: int) -> None:
-    """Show one host's state (next-allowed, backoff, parking, IP), queue and lease."""
+    """Show one host's state (next-allowed, backoff, parking, IP), queue and lease.
+
+    The first question when a URL is not fetched: is its host parked, backed
+    off, waiting for its IP, or busy with a lease?
+
+    \b
+        crawl frontier dump --dir D --host example.com:8080 --limit 20
+    """
     with _open(crawl_dir, {}) as fr:
         click.echo(dumps_pretty(fr.dump(host, time.time(), limit)))
 
