@@ -26,6 +26,7 @@ lease one host twice (invariant 2). RAM holds only one batch (invariant 5).
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -41,6 +42,7 @@ from .state import close_env, open_env
 __all__ = ["Frontier", "fingerprint", "lease_name"]
 
 DEFAULT_MAP_BUDGET = 64 << 20
+ADD_CHUNK = 2000  # records per add transaction: bounds dirty pages and touched map pages
 
 _DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait")
 
@@ -83,17 +85,25 @@ class Frontier:
 
         Returns counts: added, known (no-op), dropped_host_cap, rejected. A
         record whose URL has no usable host is rejected (appended to
-        ``rejects`` with the reason) and changes nothing.
+        ``rejects`` with the reason) and changes nothing. Commits every
+        ``ADD_CHUNK`` records (all committed when this returns), which bounds
+        the memory one call needs however many records it is given.
         """
         counts = {"added": 0, "known": 0, "dropped_host_cap": 0, "rejected": 0}
-        with self.env.begin(write=True) as txn:
-            t = Tx(self, txn, now)
-            for rec in recs:
-                counts[t.add_one(rec, rejects)] += 1
-            t.count("added", counts["added"])
-            t.count("dropped_host_cap", counts["dropped_host_cap"])
-            t.flush()
-        self.trimmer.maybe_trim()
+        it = iter(recs)
+        while True:
+            chunk = list(itertools.islice(it, ADD_CHUNK))
+            if not chunk:
+                break
+            before = dict(counts)
+            with self.env.begin(write=True) as txn:
+                t = Tx(self, txn, now)
+                for rec in chunk:
+                    counts[t.add_one(rec, rejects)] += 1
+                t.count("added", counts["added"] - before["added"])
+                t.count("dropped_host_cap", counts["dropped_host_cap"] - before["dropped_host_cap"])
+                t.flush()
+            self.trimmer.maybe_trim()
         return counts
 
     def next(self, n: int, lease_seconds: float, now: float) -> list[Record]:
