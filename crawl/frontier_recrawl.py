@@ -1,0 +1,55 @@
+"""Re-admitting finished URLs to the frontier for a re-crawl.
+
+Why a separate module: ``Frontier.add`` treats a URL completed in the
+current cycle as known (that is what keeps discovery from fetching a page
+twice in one cycle), so the re-crawl scheduler needs a way to say "fetch
+this again, at this time" without starting a new cycle for everyone. This
+works on the frontier's own LMDB through its transaction helper
+(crawl/frontier_tx.py), so queueing, politeness and counters stay the
+frontier's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import hostqueue as hq
+from .frontier import Frontier
+from .frontier_tx import Tx, fingerprint
+from .records import Record
+
+
+def readd(frontier: Frontier, recs: Iterable[Record], now: float,
+          rejects: list[Record] | None = None) -> dict[str, int]:
+    """Queue URL records even if they are done (or dropped) in this cycle.
+
+    A URL still queued or leased is left alone (counted ``known``): it will
+    be fetched anyway. Anything else is added as ``Frontier.add`` would,
+    honouring the record's ``due`` time and priority. One write transaction.
+
+    Returns:
+        counts: added, known, dropped_host_cap, rejected.
+    """
+    counts = {"added": 0, "known": 0, "dropped_host_cap": 0, "rejected": 0}
+    with frontier.env.begin(write=True) as txn:
+        t = Tx(frontier, txn, now)
+        for rec in recs:
+            url = rec.get("url")
+            key = raw = None
+            if isinstance(url, str) and url:
+                key = hq.u64(fingerprint(url))
+                raw = txn.get(key, db=t.dk)
+                if raw is not None and hq.decode_known(raw)[0] in (hq.DONE, hq.DROPPED):
+                    txn.delete(key, db=t.dk)  # forget "done": add_one queues it again
+                else:
+                    raw = None
+            got = t.add_one(rec, rejects)
+            if got != "added" and key is not None and raw is not None:
+                txn.put(key, raw, db=t.dk)  # not queued after all: it stays done
+            counts[got] += 1
+        t.count("added", counts["added"])
+        t.count("readded", counts["added"])
+        t.count("dropped_host_cap", counts["dropped_host_cap"])
+        t.flush()
+    frontier.trimmer.maybe_trim()
+    return counts
