@@ -42,7 +42,7 @@ from .state import close_env, open_env
 __all__ = ["Frontier", "fingerprint", "lease_name"]
 
 DEFAULT_MAP_BUDGET = 64 << 20
-ADD_CHUNK = 2000  # records per add transaction: bounds dirty pages and touched map pages
+ADD_CHUNK = 1000  # records per add transaction: bounds dirty pages and touched map pages
 
 _DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait")
 
