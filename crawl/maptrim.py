@@ -2,7 +2,9 @@
 
 LMDB reads through a read-only shared memory map of ``data.mdb``. Every page
 a process touches stays mapped into it, so a long ``crawl run`` over a 2 GB
-frontier ends up with ~2 GB of *file-backed* resident pages. They are page
+frontier ends up with ~2 GB of *file-backed* resident pages (more than it
+reads: the kernel's fault-around maps up to 16 cached neighbours of every
+page faulted in). They are page
 cache, reclaimable at any time, but RSS counts them and operators (and OOM
 dashboards) read RSS. :class:`MapTrimmer` drops this process's mapping of the
 pages with ``madvise(MADV_DONTNEED)`` once they exceed a budget; the data stays
