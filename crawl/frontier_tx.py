@@ -9,7 +9,6 @@ crawl/frontier_complete.py for what a fetch result does.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import orjson
@@ -17,13 +16,13 @@ import xxhash
 
 from . import hostqueue as hq
 from . import records
+from .frontier_ip import IpSlots
 from .hostqueue import HostState
 from .politeness import MAX_PRIORITY, effective_priority, host_of
 from .records import Record
 
 # Outcomes after which the URL goes back for another try (with backoff).
 TRANSIENT = frozenset({"timeout", "connect-error", "dns-error", "protocol-error"})
-_IPVAL = struct.Struct("<Id")  # leases in flight, slowed down until
 _OUTCOME_CODE = {name: i + 1 for i, name in enumerate(records.OUTCOMES)}
 _OUTCOME_NAME = {i: name for name, i in _OUTCOME_CODE.items()}
 
@@ -57,7 +56,7 @@ def _get_int(txn: Any, db: Any, key: bytes) -> int:
     return hq.from_u64(v) if v else 0
 
 
-class Tx:
+class Tx(IpSlots):
     """One write transaction: caches host states and counters, writes them once."""
 
     def __init__(self, fr: Any, txn: Any, now: float) -> None:
@@ -237,30 +236,6 @@ class Tx:
 
     # ---- next -----------------------------------------------------------------
 
-    def wake_stranded(self, limit: int = 256) -> None:
-        """Put hosts waiting for an IP that has free slots back on the schedule.
-
-        Each release wakes one waiter already; this sweep only repairs what a
-        change of --per-ip between processes could leave behind.
-        """
-        cur = self.txn.cursor(db=self.dipw)
-        wake, free = [], {}
-        if cur.first():
-            for key in cur.iternext(values=False):
-                if len(wake) >= limit:
-                    break
-                ip = key[:-5].decode()
-                if ip not in free:
-                    free[ip] = self.cfg.per_ip - self.ip_state(ip)[0]
-                if free[ip] > 0:
-                    free[ip] -= 1
-                    wake.append((key, int.from_bytes(key[-4:], "big")))
-        for key, hid in wake:
-            self.txn.delete(key, db=self.dipw)
-            h = self.host(hid)
-            h.sched = hq.NOT_SCHEDULED
-            self.reschedule(hid, h)
-
     def lease(self, n: int, lease_seconds: float) -> list[Record]:
         out: list[Record] = []
         cur = self.txn.cursor(db=self.ds)
@@ -330,35 +305,6 @@ class Tx:
             entry.record(), "lease", lease=name, url=entry.url, host=h.name,
             attempt=entry.attempts, deadline=deadline,
         )
-
-    # ---- per-IP accounting -------------------------------------------------------
-
-    def ip_state(self, ip: str) -> tuple[int, float]:
-        v = self.txn.get(ip.encode(), db=self.dip)
-        if v is None:
-            return 0, 0.0
-        inflight, slow = _IPVAL.unpack(v)
-        return inflight, slow
-
-    def put_ip(self, ip: str, inflight: int, slow_until: float) -> None:
-        self.txn.put(ip.encode(), _IPVAL.pack(max(inflight, 0), slow_until), db=self.dip)
-
-    def release_ip(self, ip: str) -> None:
-        """One lease on ``ip`` ended: free its slot and wake one waiting host."""
-        if not ip:
-            return
-        inflight, slow = self.ip_state(ip)
-        inflight = max(inflight - 1, 0)
-        self.put_ip(ip, inflight, slow)
-        if inflight < self.cfg.per_ip:
-            cur = self.txn.cursor(db=self.dipw)
-            prefix = ip.encode() + b"\0"
-            if cur.set_range(prefix) and cur.key().startswith(prefix):
-                hid = int.from_bytes(cur.key()[len(prefix) :], "big")
-                cur.delete()
-                h = self.host(hid)
-                h.sched = hq.NOT_SCHEDULED
-                self.reschedule(hid, h)
 
     # ---- complete and expire -----------------------------------------------------------
 

@@ -1,0 +1,86 @@
+"""Per-IP politeness for the frontier's transaction: slots in flight, slow-downs, waiters.
+
+Many hosts can share one machine (shared hosting), so besides one lease per
+host the frontier allows at most ``per_ip`` leases per resolved address, and a
+429/503 from one host slows every host on its address (seeds: "treat a 429
+or 503 from any host on that IP as a signal to back off all of them").
+
+``ips``     address -> (leases in flight, slowed down until)
+``ipwait``  address + host id: hosts that were due while their address was full
+
+A mixin of :class:`crawl.frontier_tx.Tx`, split out only to keep each module
+about one concern.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from . import hostqueue as hq
+
+_IPVAL = struct.Struct("<Id")  # leases in flight, slowed down until
+
+
+class IpSlots:
+    txn: Any
+    cfg: Any
+    dip: Any
+    dipw: Any
+
+    def host(self, hid: int) -> hq.HostState:  # provided by Tx
+        raise NotImplementedError
+
+    def reschedule(self, hid: int, h: hq.HostState) -> None:  # provided by Tx
+        raise NotImplementedError
+
+    def ip_state(self, ip: str) -> tuple[int, float]:
+        v = self.txn.get(ip.encode(), db=self.dip)
+        if v is None:
+            return 0, 0.0
+        inflight, slow = _IPVAL.unpack(v)
+        return inflight, slow
+
+    def put_ip(self, ip: str, inflight: int, slow_until: float) -> None:
+        self.txn.put(ip.encode(), _IPVAL.pack(max(inflight, 0), slow_until), db=self.dip)
+
+    def release_ip(self, ip: str) -> None:
+        """One lease on ``ip`` ended: free its slot and wake one waiting host."""
+        if not ip:
+            return
+        inflight, slow = self.ip_state(ip)
+        inflight = max(inflight - 1, 0)
+        self.put_ip(ip, inflight, slow)
+        if inflight < self.cfg.per_ip:
+            cur = self.txn.cursor(db=self.dipw)
+            prefix = ip.encode() + b"\0"
+            if cur.set_range(prefix) and cur.key().startswith(prefix):
+                hid = int.from_bytes(cur.key()[len(prefix) :], "big")
+                cur.delete()
+                h = self.host(hid)
+                h.sched = hq.NOT_SCHEDULED
+                self.reschedule(hid, h)
+
+    def wake_stranded(self, limit: int = 256) -> None:
+        """Put hosts waiting for an IP that has free slots back on the schedule.
+
+        Each release wakes one waiter already; this sweep only repairs what a
+        change of --per-ip between processes could leave behind.
+        """
+        cur = self.txn.cursor(db=self.dipw)
+        wake, free = [], {}
+        if cur.first():
+            for key in cur.iternext(values=False):
+                if len(wake) >= limit:
+                    break
+                ip = key[:-5].decode()
+                if ip not in free:
+                    free[ip] = self.cfg.per_ip - self.ip_state(ip)[0]
+                if free[ip] > 0:
+                    free[ip] -= 1
+                    wake.append((key, int.from_bytes(key[-4:], "big")))
+        for key, hid in wake:
+            self.txn.delete(key, db=self.dipw)
+            h = self.host(hid)
+            h.sched = hq.NOT_SCHEDULED
+            self.reschedule(hid, h)
