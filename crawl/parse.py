@@ -180,7 +180,7 @@ class _Emitter:
             penalty += 1
         priority = self.priority + penalty
         rec: Record = {
-            "kind": "link", "v": records.VERSION, "url": c.url, "fp": fp, "host": c.host,
+            "kind": "link", "v": records.VERSION, "url": c.url, "fp": f"{fp:016x}", "host": c.host,
             "canon_v": CANON_VERSION, "parent": self.page_url, "depth": depth,
             "priority": priority if priority < PRIORITY_MAX else PRIORITY_MAX,
             "rel": list(rel), "source": source,

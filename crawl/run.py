@@ -161,7 +161,7 @@ class Crawl:
                 except CanonError:
                     counts["rejected"] += 1
                     continue
-                rec = records.derive(rec, rec["kind"], url=c.url, fp=c.fp, host=c.host,
+                rec = records.derive(rec, rec["kind"], url=c.url, fp=c.fp_hex, host=c.host,
                                      canon_v=CANON_VERSION)
                 fp = c.fp
             if self.opts.scope.reason_out(rec["url"], int(rec.get("depth") or 0)):

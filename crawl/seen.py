@@ -280,7 +280,7 @@ class SeenSet:
                         "reject", input=rec["url"], error=getattr(exc, "reason", "invalid-url"),
                         detail=str(exc), stage="seen"))
                     continue
-                out = records.derive(rec, rec["kind"], url=c.url, fp=c.fp, surt=c.surt,
+                out = records.derive(rec, rec["kind"], url=c.url, fp=c.fp_hex, surt=c.surt,
                                      host=c.host, canon_v=CANON_VERSION)
                 fp = c.fp
             slots.append(len(staged))

@@ -52,7 +52,7 @@ def test_record_fields() -> None:
     (rec,) = res.links
     c = canonicalize("http://a.test/x?a=1&b=2")
     assert rec["kind"] == "link" and rec["v"] == 1
-    assert rec["url"] == c.url and rec["fp"] == c.fp and rec["host"] == "a.test"
+    assert rec["url"] == c.url and rec["fp"] == c.fp_hex and rec["host"] == "a.test"
     assert (rec["parent"], rec["depth"], rec["priority"], rec["position"]) == (PAGE, 5, 2, 0)
     assert (rec["rel"], rec["source"], rec["anchor"]) == ([], "a", "Hello world again")
     assert "trap" not in rec

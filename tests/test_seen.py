@@ -107,10 +107,10 @@ def test_unseen_canonicalises_rejects_and_passes_other_kinds(tmp_path: Path) -> 
         out = s.unseen(recs)
         assert [r["kind"] for r in out] == ["url", "reject", "fetch", "link", "url", "url"]
         assert out[4] is from_canon  # `crawl canon`'s hex fp is trusted as it is
-        assert out[5]["fp"] == canonicalize("http://example.com/q").fp
+        assert out[5]["fp"] == canonicalize("http://example.com/q").fp_hex
         assert out[0]["url"] == "http://example.com/a"
         assert out[0]["depth"] == 2  # unknown fields pass through
-        assert out[0]["fp"] == canonicalize("http://example.com/a").fp
+        assert out[0]["fp"] == canonicalize("http://example.com/a").fp_hex
         assert out[1]["input"] == "http://exa mple.com/" and out[1]["error"]
         assert out[3] is trusted
         assert s.unseen(recs[:2]) == [] and s.unseen(recs[5:]) == []
