@@ -37,7 +37,16 @@ import orjson
 import xxhash
 
 from . import records
-from .freshness import CHANGEFREQ_RATE, DAY, c_for_budget, estimate_rate, next_interval
+from .freshness import (
+    CHANGEFREQ_RATE,
+    DAY,
+    c_for_budget,
+    estimate_rate,
+    mu_for_c,
+    next_interval,
+    optimal_interval,
+    solve_mu,
+)
 from .history import url_key
 from .politeness import host_of
 from .records import Record
@@ -57,8 +66,11 @@ class RecrawlConfig:
 
     Args:
         min_interval / max_interval: the clamp on any page's revisit interval.
-        c: changes (x importance) a page may accumulate before a revisit;
-            used when ``budget`` is 0.
+        c: changes (x importance) a page of average rate may accumulate
+            before a revisit; used when ``budget`` is 0.
+        policy: "optimal" (freshness-optimal intervals, see
+            freshness.optimal_interval) or "proportional" (the literal
+            ``c / (rate x importance)``).
         budget: total fetch capacity, fetches/second (0: use ``c``).
         share: the fraction of ``budget`` reserved for re-crawls; the rest is
             discovery's (see freshness.split_budget).
@@ -73,12 +85,15 @@ class RecrawlConfig:
     min_interval: float = 3600.0
     max_interval: float = 90 * DAY
     c: float = 0.5
+    policy: str = "optimal"
     budget: float = 0.0
     share: float = 0.5
     default_rate: float = 1 / (7 * DAY)
-    prior_weight: float = 1.0
+    prior_weight: float = 0.5
     window: int = 32
     reemit: float = 3600.0
+    replan_every: float = 3600.0
+    replan_sample: int = 5000
 
 
 def _due_key(cls: int, t: float, key: bytes) -> bytes:
@@ -230,10 +245,51 @@ class Recrawler:
         txn.put(host.encode(), orjson.dumps([max(total + rate, 0.0), max(count + n, 0)]), db=self.hosts)
 
     def _c(self, txn: Any) -> float:
+        """The proportional policy's c, or the optimal policy's mu."""
         cfg = self.cfg
-        if cfg.budget > 0:
-            return c_for_budget(self._meta_float(txn, b"wsum"), cfg.budget * cfg.share)
-        return cfg.c
+        wsum = self._meta_float(txn, b"wsum")
+        if cfg.policy == "proportional":
+            if cfg.budget > 0 and wsum > 0:
+                return c_for_budget(wsum, cfg.budget * cfg.share)
+            return cfg.c
+        if cfg.budget > 0 and txn.get(b"mu", db=self.meta) is not None:
+            return self._meta_float(txn, b"mu")
+        return mu_for_c(cfg.c, cfg.default_rate)
+
+    def _interval(self, c: float, rate: float, imp: float) -> float:
+        cfg = self.cfg
+        if cfg.policy == "proportional":
+            return next_interval(rate, imp, c, cfg.min_interval, cfg.max_interval)
+        return optimal_interval(rate, imp, c, cfg.min_interval, cfg.max_interval)
+
+    def replan(self, now: float) -> float | None:
+        """Solve the optimal policy's mu for ``budget x share`` fetches/second.
+
+        Pages are keyed by a hash, so the first ``replan_sample`` of them are
+        a random sample; their load is scaled to the whole set. Done at most
+        every ``replan_every`` seconds (``due`` calls it); pages pick the new
+        mu up at their next visit.
+        """
+        cfg = self.cfg
+        if cfg.policy != "optimal" or cfg.budget <= 0:
+            return None
+        with self.env.begin(write=True) as txn:
+            last = txn.get(b"replanned", db=self.meta)
+            if last is not None and now - float(last) < cfg.replan_every:
+                return None
+            sample: list[tuple[float, float]] = []
+            for _, raw in txn.cursor(db=self.pages):
+                page = orjson.loads(raw)
+                if page.get("rate") is not None and page.get("slot"):
+                    sample.append((page["rate"], page["imp"]))
+                    if len(sample) >= cfg.replan_sample:
+                        break
+            rated = max(self._meta_float(txn, b"rated"), len(sample), 1)
+            mu = solve_mu(sample, cfg.budget * cfg.share * len(sample) / rated,
+                          cfg.min_interval, cfg.max_interval)
+            txn.put(b"mu", repr(mu).encode(), db=self.meta)
+            txn.put(b"replanned", repr(now).encode(), db=self.meta)
+        return mu
 
     def _refit(self, txn: Any, page: dict[str, Any]) -> None:
         """Re-estimate rate and importance; keep the host and budget sums in step."""
@@ -253,6 +309,8 @@ class Recrawler:
         wsum = self._meta_float(txn, b"wsum") + rate * imp
         if old_rate is not None and old_imp is not None:
             wsum -= old_rate * old_imp
+        else:
+            txn.put(b"rated", repr(self._meta_float(txn, b"rated") + 1).encode(), db=self.meta)
         txn.put(b"wsum", repr(max(wsum, 0.0)).encode(), db=self.meta)
 
     def _new_page(self, url: str) -> dict[str, Any]:
@@ -318,8 +376,7 @@ class Recrawler:
                     if isinstance(rec.get(f), str):
                         page[f] = rec[f]
                 self._refit(txn, page)
-                interval = next_interval(page["rate"], page["imp"], c, self.cfg.min_interval,
-                                         self.cfg.max_interval)
+                interval = self._interval(c, page["rate"], page["imp"])
                 self._reslot(txn, key, page, MODEL, t + interval)
                 txn.put(key, orjson.dumps(page), db=self.pages)
         return counts
@@ -398,6 +455,7 @@ class Recrawler:
         ahead, so a fetch that never reports back is asked for again."""
         out: list[Record] = []
         now_ms = math.floor(now * 1000)
+        self.replan(now)
         with self.env.begin(write=True) as txn:
             picked: list[bytes] = []
             cur = txn.cursor(db=self.dueq)
@@ -477,7 +535,6 @@ class Recrawler:
                         pings += cls == PING
                         hints += cls == HINT
             c = self._c(txn)
-            wsum = self._meta_float(txn, b"wsum")
+        key = "c" if self.cfg.policy == "proportional" else "mu"
         return {"pages": pages, "scheduled": scheduled, "backlog": self.backlog(now),
-                "pings": pings, "hints": hints, "c": round(c, 4),
-                "planned_fetches_per_s": round(wsum / c, 6) if c else None}
+                "pings": pings, "hints": hints, "policy": self.cfg.policy, key: c}
