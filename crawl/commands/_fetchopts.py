@@ -9,6 +9,8 @@ Usage in a command::
 
 from __future__ import annotations
 
+import contextlib
+import resource
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,7 +67,16 @@ def fetch_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def fetch_config_from(kw: dict[str, Any]) -> tuple[FetchConfig, dict[str, Any]]:
+def raise_open_files() -> None:
+    """Hundreds of connections need more than the common 1024 descriptors."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < min(want, 65536):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, 65536), hard))
+
+
+def fetch_config_from(kw: dict[str, Any], host_delay: float = 1.0) -> tuple[FetchConfig, dict[str, Any]]:
     """The FetchConfig and the network/store settings, popped from ``kw``.
 
     The second value's keys match ``RunOptions`` and ``run_fetch`` keyword
@@ -77,7 +88,8 @@ def fetch_config_from(kw: dict[str, Any]) -> tuple[FetchConfig, dict[str, Any]]:
         limits=Limits(connect=v["connect_timeout"], total=v["timeout"], max_body=v["max_body"],
                       max_decoded=v["max_decoded"]),
         content_types=tuple(c.lower() for c in v["content_types"]) or DEFAULT_TYPES,
-        robots=not v["ignore_robots"], conditional=not v["no_conditional"], concurrency=v["concurrency"])
+        robots=not v["ignore_robots"], conditional=not v["no_conditional"], concurrency=v["concurrency"],
+        host_delay=host_delay)
     net = {
         "overrides": load_hosts(v["resolve_file"]) if v["resolve_file"] else {},
         "resolve_fallback": v["resolve_file"] is None or v["resolve_fallback"],

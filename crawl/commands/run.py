@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from ..run import Budgets, Crawl, RunOptions, run_crawl
 from ..scope import MODES, Scope
 from ..state import CrawlDir
 from ._common import dir_option
-from ._fetchopts import fetch_config_from, fetch_options
+from ._fetchopts import fetch_config_from, fetch_options, raise_open_files
 from ._politeness import DURATION, politeness_from, politeness_options
 
 
@@ -97,8 +96,8 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     if seeds_file:
         urls += _read_seeds(seeds_file)
     politeness = politeness_from(kw)
-    fetch_cfg, net = fetch_config_from(kw)
-    fetch_cfg = dataclasses.replace(fetch_cfg, host_delay=politeness.default_delay)
+    fetch_cfg, net = fetch_config_from(kw, host_delay=politeness.default_delay)
+    raise_open_files()
     opts = RunOptions(
         budgets=Budgets(max_pages=kw["max_pages"], max_per_host=kw["max_per_host"],
                         duration=kw["duration"], idle_exit=kw["idle_exit"]),
