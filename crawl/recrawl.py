@@ -27,19 +27,14 @@ ours. A ping is the exception: it enqueues even an unknown URL.
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-import xxhash
 
 from . import records
 from .freshness import (
     CHANGEFREQ_RATE,
-    DAY,
     c_for_budget,
     estimate_rate,
     mu_for_c,
@@ -50,115 +45,25 @@ from .freshness import (
 from .history import url_key
 from .politeness import host_of
 from .records import Record
+from .recrawl_page import (
+    GONE,
+    HINT,
+    MODEL,
+    MS,
+    PING,
+    PRIORITY,
+    REASON,
+    RecrawlConfig,
+    changed_since,
+    due_key,
+    importance,
+    learn_fetch,
+    learn_link,
+    num,
+)
 from .state import CrawlDir, close_env, open_env
 
-PING, HINT, MODEL = 0, 1, 2
-_REASON = {PING: "ping", HINT: "hint", MODEL: "recrawl"}
-_PRIORITY = {PING: 0, HINT: 0, MODEL: 2}  # frontier levels: 0 high .. 9 low
-_MS = struct.Struct(">Q")
-_GONE = frozenset({404, 410})
-_SITEMAP = frozenset({"sitemap", "sitemap-index", "feed"})
-
-
-@dataclass
-class RecrawlConfig:
-    """How the freshness model schedules visits.
-
-    Args:
-        min_interval / max_interval: the clamp on any page's revisit interval.
-        c: changes (x importance) a page of average rate may accumulate
-            before a revisit; used when ``budget`` is 0.
-        policy: "optimal" (freshness-optimal intervals, see
-            freshness.optimal_interval) or "proportional" (the literal
-            ``c / (rate x importance)``).
-        budget: total fetch capacity, fetches/second (0: use ``c``).
-        share: the fraction of ``budget`` reserved for re-crawls; the rest is
-            discovery's (see freshness.split_budget).
-        default_rate: prior change rate (per second) for a host with no data.
-        prior_weight: pseudo-changes the prior is worth (estimate_rate).
-        window: observations kept per URL (older ones are forgotten, so a
-            page whose habits change is re-learnt).
-        reemit: after emitting a URL, wait this long before emitting it
-            again if no fetch result arrives (a lost or slow fetch).
-    """
-
-    min_interval: float = 3600.0
-    max_interval: float = 90 * DAY
-    c: float = 0.5
-    policy: str = "optimal"
-    budget: float = 0.0
-    share: float = 0.5
-    default_rate: float = 1 / (7 * DAY)
-    prior_weight: float = 0.5
-    window: int = 32
-    reemit: float = 3600.0
-    replan_every: float = 3600.0
-    replan_sample: int = 5000
-
-
-def _due_key(cls: int, t: float, key: bytes) -> bytes:
-    return bytes([cls]) + _MS.pack(max(0, math.ceil(t * 1000))) + key
-
-
-def _num(v: object) -> float | None:
-    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-        return float(v)
-    return None
-
-
-def _iso_time(text: object) -> float | None:
-    """A sitemap/feed lastmod (W3C datetime, a profile of ISO 8601) in unix seconds."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:  # a bare date: the protocol says UTC is meant
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
-
-
-def importance(page: dict[str, Any]) -> float:
-    """How much a page's freshness matters, ~1 for an ordinary page.
-
-    Signals from the design note: in-links (log-scaled, so a nav link on
-    every page does not dominate), links from home pages, shallow depth,
-    and the sitemap's own <priority> (0.0-1.0, default 0.5).
-    """
-    imp = 1.0 + 0.5 * math.log2(1 + len(page.get("in") or ()))
-    depth = page.get("depth")
-    if isinstance(depth, int):
-        imp *= 1.5 if depth == 0 else 1.0 / (1 + 0.25 * max(depth - 1, 0))
-    if page.get("home"):
-        imp *= 1.5
-    sp = _num(page.get("sp"))
-    if sp is not None:
-        imp *= 0.5 + 2 * min(max(sp, 0.0), 1.0)  # 0.5 -> x1.5, 1.0 -> x2.5, 0.0 -> x0.5
-    return min(max(imp / 2.0, 0.1), 10.0)
-
-
-def _hashes(rec: Record) -> tuple[str | None, str | None]:
-    hs = rec.get("simhash")
-    hd = rec.get("digest")
-    return (hs if isinstance(hs, str) else None), (hd if isinstance(hd, str) else None)
-
-
-def changed_since(page: dict[str, Any], rec: Record) -> bool | None:
-    """Did the content change since the stored copy? None when we cannot tell.
-
-    The simhash of the boilerplate-free text is the content hash that
-    counts (a rotating advert must not look like a change); the payload
-    digest is the fallback. A 304 is unchanged for free (RFC 9110 15.4.5).
-    """
-    if rec.get("outcome") == "not-modified":
-        return False
-    hs, hd = _hashes(rec)
-    if hs and page.get("hs"):
-        return bool(hs != page["hs"])
-    if hd and page.get("hd"):
-        return bool(hd != page["hd"])
-    return None
+__all__ = ["RecrawlConfig", "Recrawler", "changed_since", "importance"]
 
 
 class Recrawler:
@@ -222,13 +127,13 @@ class Recrawler:
     def _reslot(self, txn: Any, key: bytes, page: dict[str, Any], cls: int | None, t: float = 0.0) -> None:
         old = page.get("slot")
         if old:
-            txn.delete(bytes([old[0]]) + _MS.pack(old[1]) + key, db=self.dueq)
+            txn.delete(bytes([old[0]]) + MS.pack(old[1]) + key, db=self.dueq)
         if cls is None:
             page["slot"] = None
             return
-        k = _due_key(cls, t, key)
+        k = due_key(cls, t, key)
         txn.put(k, b"", db=self.dueq)
-        page["slot"] = [cls, _MS.unpack(k[1:9])[0]]
+        page["slot"] = [cls, MS.unpack(k[1:9])[0]]
         page["next"] = t
 
     def _host_prior(self, txn: Any, host: str) -> float:
@@ -328,7 +233,7 @@ class Recrawler:
         the frontier retries them, and an emitted URL is re-emitted after
         ``reemit`` seconds if no result comes.
         """
-        counts = {"observed": 0, "changed": 0, "unchanged": 0, "first": 0, "repeat": 0, "ignored": 0}
+        counts = dict.fromkeys(("observed", "changed", "unchanged", "unknown", "first", "repeat", "ignored"), 0)
         with self.env.begin(write=True) as txn:
             c = self._c(txn)
             for rec in fetches:
@@ -343,38 +248,18 @@ class Recrawler:
                 except ValueError:
                     counts["ignored"] += 1
                     continue
-                t = _num(rec.get("fetched_at")) or _num(rec.get("ts")) or now
+                t = num(rec.get("fetched_at")) or num(rec.get("ts")) or now
                 if outcome not in ("ok", "not-modified"):
-                    if rec.get("status") in _GONE and page.get("last") is not None:
+                    if rec.get("status") in GONE and page.get("last") is not None:
                         self._reslot(txn, key, page, MODEL, t + self.cfg.max_interval)
                         txn.put(key, orjson.dumps(page), db=self.pages)
                     counts["ignored"] += 1
                     continue
-                last = _num(page.get("last"))
-                if last is not None and t <= last:
-                    counts["repeat"] += 1
+                got = learn_fetch(page, rec, t, self.cfg.window)
+                counts[got] += 1
+                if got == "repeat":
                     continue
                 counts["observed"] += 1
-                if isinstance(rec.get("depth"), int):
-                    d = page.get("depth")
-                    page["depth"] = rec["depth"] if d is None else min(d, rec["depth"])
-                ch = changed_since(page, rec) if last is not None else None
-                if last is not None and ch is not None:
-                    page["obs"] = (page.get("obs", []) + [[round(t - last, 3), int(ch)]])[-self.cfg.window:]
-                    page["changes"] = page.get("changes", 0) + ch
-                    counts["changed" if ch else "unchanged"] += 1
-                elif last is None:
-                    counts["first"] += 1
-                page["n"] = page.get("n", 0) + 1
-                page["last"] = t
-                hs, hd = _hashes(rec)
-                if hs:
-                    page["hs"] = hs
-                if hd:
-                    page["hd"] = hd
-                for f in ("etag", "last_modified"):
-                    if isinstance(rec.get(f), str):
-                        page[f] = rec[f]
                 self._refit(txn, page)
                 interval = self._interval(c, page["rate"], page["imp"])
                 self._reslot(txn, key, page, MODEL, t + interval)
@@ -403,35 +288,11 @@ class Recrawler:
                     counts["ignored"] += 1
                     continue
                 counts["links"] += 1
-                parent = rec.get("parent")
-                if isinstance(parent, str) and parent != url:
-                    ph = xxhash.xxh64_hexdigest(parent.encode("utf-8", "surrogatepass"))[:10]
-                    inl = page.setdefault("in", [])
-                    if ph not in inl and len(inl) < 64:
-                        inl.append(ph)
-                    if parent.split("://", 1)[-1].split("/", 1)[-1] in ("", "index.html"):
-                        page["home"] = True
-                d = rec.get("depth")
-                if isinstance(d, int) and not isinstance(d, bool):
-                    page["depth"] = d if page.get("depth") is None else min(page["depth"], d)
-                if rec.get("source") in _SITEMAP:
-                    # <priority> 0.0-1.0; not the frontier's integer "priority"
-                    sp = rec.get("sitemap_priority", rec.get("priority"))
-                    if isinstance(sp, str | float) and not isinstance(sp, bool):
-                        try:
-                            page["sp"] = float(sp)
-                        except ValueError:
-                            pass
-                    cf = rec.get("changefreq")
-                    if isinstance(cf, str) and cf.lower() in CHANGEFREQ_RATE:
-                        page["cf"] = cf.lower()
-                    lm = _iso_time(rec.get("lastmod"))
-                    last = _num(page.get("last"))
-                    if lm is not None and last is not None and lm > last:
-                        slot = page.get("slot")
-                        if not slot or slot[0] > HINT:
-                            self._reslot(txn, key, page, HINT, now)
-                            counts["hints"] += 1
+                if learn_link(page, rec):
+                    slot = page.get("slot")
+                    if not slot or slot[0] > HINT:
+                        self._reslot(txn, key, page, HINT, now)
+                        counts["hints"] += 1
                 if page.get("rate") is not None:
                     self._refit(txn, page)
                 txn.put(key, orjson.dumps(page), db=self.pages)
@@ -463,7 +324,7 @@ class Recrawler:
                 if len(picked) >= limit or not cur.set_range(bytes([cls])):
                     continue
                 for k in cur.iternext(values=False):
-                    if k[0] != cls or _MS.unpack(k[1:9])[0] > now_ms or len(picked) >= limit:
+                    if k[0] != cls or MS.unpack(k[1:9])[0] > now_ms or len(picked) >= limit:
                         break
                     picked.append(k)
             for k in picked:
@@ -474,8 +335,8 @@ class Recrawler:
                     continue
                 page = orjson.loads(raw)
                 cls = k[0]
-                rec = records.make("url", url=page["url"], priority=_PRIORITY[cls], due=now,
-                                   reason=_REASON[cls])
+                rec = records.make("url", url=page["url"], priority=PRIORITY[cls], due=now,
+                                   reason=REASON[cls])
                 for f in ("etag", "last_modified", "depth"):
                     if page.get(f) is not None:
                         rec[f] = page[f]
@@ -497,7 +358,7 @@ class Recrawler:
                 if not cur.set_range(bytes([cls])):
                     continue
                 for k in cur.iternext(values=False):
-                    if k[0] != cls or _MS.unpack(k[1:9])[0] > now_ms:
+                    if k[0] != cls or MS.unpack(k[1:9])[0] > now_ms:
                         break
                     n += 1
         return n
