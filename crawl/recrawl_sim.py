@@ -31,7 +31,7 @@ class SimResult:
     uniform: float = 0.0  # every page at one interval, same number of fetches
 
 
-def testweb_truth(seed: int, hosts: int, pages: int) -> tuple[list[str], VersionAt, dict[str, float]]:
+def web_truth(seed: int, hosts: int, pages: int) -> tuple[list[str], VersionAt, dict[str, float]]:
     """Page URLs of a test web, its version function, and each page's true rate.
 
     The test web's changing pages flip version every ``change_period``
