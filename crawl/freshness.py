@@ -48,7 +48,8 @@ _LO, _HI = 1e-12, 10.0  # changes per second: once in 30,000 years .. ten a seco
 
 
 def estimate_rate(
-    observations: Iterable[tuple[float, bool]], prior_rate: float, prior_weight: float = 1.0
+    observations: Iterable[tuple[float, bool]], prior_rate: float, prior_weight: float = 1.0,
+    folded: Sequence[float] = (0.0, 0.0, 0.0),
 ) -> float:
     """Change rate (per second) from ``(interval seconds, changed)`` observations.
 
@@ -60,6 +61,10 @@ def estimate_rate(
         observations: one pair per re-visit; intervals <= 0 are ignored.
         prior_rate: the rate to believe with no history (the host average).
         prior_weight: how many pseudo-changes the prior is worth.
+        folded: older history in three numbers: unchanged seconds (exact: the
+            likelihood only needs their sum), changed intervals and their
+            seconds (approximated as equal intervals). Lets a page that never
+            changes become confidently static without keeping every visit.
 
     Returns:
         The posterior mode, within [1e-12, 10] changes per second.
@@ -73,13 +78,17 @@ def estimate_rate(
                 changed.append(t)
             else:
                 quiet += t
+    old_quiet, old_n, old_secs = (max(float(x), 0.0) for x in folded[:3])
+    old_t = old_secs / old_n if old_n > 0 else 0.0
     w = max(prior_weight, 0.0)
-    if not changed and w == 0:
+    if not changed and w == 0 and not old_t:
         return _LO
-    beta = quiet + w / prior_rate
+    beta = quiet + old_quiet + w / prior_rate
 
     def slope(lam: float) -> float:  # d log-posterior / d lambda: decreasing in lambda
         s = w / lam - beta
+        if old_t and lam * old_t < 700:
+            s += old_n * old_t / math.expm1(lam * old_t)
         for t in changed:
             x = lam * t
             if x < 700:
@@ -89,7 +98,7 @@ def estimate_rate(
     lo, hi = math.log(_LO), math.log(_HI)
     if slope(_HI) >= 0:
         return _HI
-    for _ in range(64):  # bisection in log space: ~1e-9 relative precision
+    while hi - lo > 1e-6:  # bisection in log space to 1e-6 relative: ~25 steps
         mid = (lo + hi) / 2
         if slope(math.exp(mid)) > 0:
             lo = mid
@@ -144,17 +153,19 @@ def _solve_gain(y: float) -> float | None:
         return None
     a, b = 0.0, 50.0
     x = min(math.sqrt(2 * y), 49.0)
-    for _ in range(40):
+    for _ in range(60):
         g = _gain(x) - y
-        if abs(g) <= 1e-12 * y:
-            break
         if g < 0:
             a = x
         else:
             b = x
         d = x * math.exp(-x)  # _gain'(x)
         nx = x - g / d if d > 0 else (a + b) / 2
-        x = nx if a < nx < b else (a + b) / 2
+        if not a < nx < b:
+            nx = (a + b) / 2
+        if abs(nx - x) <= 1e-9 * x:
+            return nx
+        x = nx
     return x
 
 

@@ -204,7 +204,8 @@ class Recrawler:
         if counted and old_rate is not None:
             self._host_add(txn, host, -old_rate, -1)
         prior = CHANGEFREQ_RATE.get(str(page.get("cf")), 0.0) or self._host_prior(txn, host)
-        rate = estimate_rate(((t, bool(ch)) for t, ch in page.get("obs", ())), prior, self.cfg.prior_weight)
+        rate = estimate_rate(((t, bool(ch)) for t, ch in page.get("obs", ())), prior, self.cfg.prior_weight,
+                             page.get("old") or (0.0, 0.0, 0.0))
         imp = importance(page)
         page["rate"], page["imp"] = rate, imp
         # a page speaks for its host once it has a few observations of its own

@@ -145,7 +145,11 @@ def learn_fetch(page: dict[str, Any], rec: Record, t: float, window: int) -> str
         ch = changed_since(page, rec)
         got = "unknown" if ch is None else "changed" if ch else "unchanged"
         if ch is not None:
-            page["obs"] = (page.get("obs", []) + [[round(t - last, 3), int(ch)]])[-window:]
+            obs = page.get("obs", []) + [[round(t - last, 3), int(ch)]]
+            if len(obs) > window:
+                fold(page, obs[: len(obs) - window])
+                obs = obs[-window:]
+            page["obs"] = obs
             page["changes"] = page.get("changes", 0) + ch
     page["n"] = page.get("n", 0) + 1
     page["last"] = t
@@ -192,3 +196,19 @@ def learn_link(page: dict[str, Any], rec: Record) -> bool:
     lm = iso_time(rec.get("lastmod"))
     last = num(page.get("last"))
     return lm is not None and last is not None and lm > last
+
+
+FOLD_DECAY = 0.995  # folded history halves every ~140 visits, so habits can change
+
+
+def fold(page: dict[str, Any], old: list[list[float]]) -> None:
+    """Fold observations leaving the window into ``page["old"]``: unchanged
+    seconds, changed intervals, changed seconds (see freshness.estimate_rate)."""
+    q, n, secs = page.get("old") or (0.0, 0.0, 0.0)
+    for t, ch in old:
+        q, n, secs = q * FOLD_DECAY, n * FOLD_DECAY, secs * FOLD_DECAY
+        if ch:
+            n, secs = n + 1, secs + t
+        else:
+            q += t
+    page["old"] = [round(q, 3), round(n, 6), round(secs, 3)]
