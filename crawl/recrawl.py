@@ -90,7 +90,7 @@ class Recrawler:
         known = RecrawlConfig.__dataclass_fields__
         return RecrawlConfig(**{k: v for k, v in fields.items() if k in known})
 
-    def configure(self, **overrides: float) -> RecrawlConfig:
+    def configure(self, **overrides: float | str | None) -> RecrawlConfig:
         """Change settings and keep them in the crawl directory, so every later
         command (and ``crawl run --recrawl``) schedules the same way."""
         cfg = self.saved_config()

@@ -87,6 +87,19 @@ def test_next_fetch_follows_the_rate_within_the_clamps(tmp_path: Path) -> None:
         assert HOUR <= f["next"] - f["last"] < s["next"] - s["last"] <= 30 * DAY
 
 
+def test_history_beyond_the_window_is_folded_not_forgotten(tmp_path: Path) -> None:
+    with Recrawler(CrawlDir(tmp_path), RecrawlConfig(window=8), sync=False) as r:
+        u, t, rates = "http://a.test/static", T0, []
+        for _ in range(40):
+            r.observe([fetch(u, t, digest="same")], t)
+            rates.append(r.get(u)["rate"])
+            t += DAY
+        page = r.get(u)
+        assert len(page["obs"]) == 8
+        assert page["old"][0] > 25 * DAY and page["old"][1] == 0  # 31 quiet days, decayed a little
+        assert rates[-1] < rates[9] / 3  # confidence keeps growing past the window
+
+
 def test_gone_pages_are_parked_at_the_longest_interval(rc: Recrawler) -> None:
     u = "http://a.test/gone"
     rc.observe([fetch(u, T0)], T0)

@@ -41,8 +41,11 @@ def _open(ctx: click.Context, crawl_dir: Path | None) -> Recrawler:
               help="Shortest revisit interval (default 1h; 90s, 30m, 1h, 2d). Saved.")
 @click.option("--max-interval", callback=_conv(parse_duration), metavar="T",
               help="Longest revisit interval (default 90d). Saved.")
-@click.option("--c", "c", type=click.FloatRange(min=1e-6), help="Changes x importance tolerated between visits, "
-              "when no --budget is set (default 0.5). Saved.")
+@click.option("--c", "c", type=click.FloatRange(min=1e-6), help="Without --budget: changes a weekly-changing "
+              "page of importance 1 may miss between visits (optimal), or changes x importance tolerated "
+              "(proportional); default 0.5. Saved.")
+@click.option("--policy", type=click.Choice(["optimal", "proportional"]), help="How intervals follow rates "
+              "(default optimal). Saved.")
 @click.option("-o", "--output", default="-", show_default=True, metavar="DST", help="Where due URL records go.")
 @click.option("--limit", type=click.IntRange(min=0), help="Emit at most this many URLs (default: what the budget "
               "allows since the last run, else all that are due).")
@@ -51,40 +54,48 @@ def _open(ctx: click.Context, crawl_dir: Path | None) -> Recrawler:
 @click.option("--now", type=float, hidden=True, help="Unix time to use instead of the clock (tests).")
 @click.pass_context
 def command(ctx: click.Context, crawl_dir: Path | None, budget: float | None, share: float | None,
-            min_interval: float | None, max_interval: float | None, c: float | None, output: str,
+            min_interval: float | None, max_interval: float | None, c: float | None, policy: str | None, output: str,
             limit: int | None, enqueue: bool, from_log: bool, now: float | None) -> None:
     """Emit URL records due for a re-fetch, from each page's change history.
 
     Each page's change rate is estimated as a Poisson process from its
-    fetch history (changed / unchanged by the boilerplate-free simhash, a
-    304 is unchanged) with Cho and Garcia-Molina's estimator for irregular
-    visits; new pages start from their host's average. The next visit is
-    now + c / (rate x importance), clamped to [--min-interval,
-    --max-interval]; importance comes from in-links, home-page links, depth
-    and sitemap priority. Pings and sitemap/feed lastmod hints go first
-    (priority 0). With --budget, c is solved so planned re-crawls fill
-    --share of it, and each run emits only what the budget allowed since
-    the previous run; the rest waits as backlog (`crawl recrawl stats`).
-    Settings given here are saved in DIR/recrawl.
+    fetch history (changed or not by the boilerplate-free simhash, else the
+    payload digest; a 304 is unchanged) with Cho and Garcia-Molina's
+    estimator for irregular visits; new pages start from their host's
+    average. Importance comes from in-links, home-page links, depth and
+    sitemap priority. The next visit is set by --policy: `optimal` (the
+    default) maximises importance-weighted freshness for the budget, which
+    visits pages that change faster than they can be kept fresh less, not
+    more; `proportional` is the literal now + c / (rate x importance). Both
+    are clamped to [--min-interval, --max-interval]. Pings and sitemap/feed
+    lastmod hints go first (priority 0). With --budget the policy is tuned
+    so planned re-crawls fill --share of it, and each run emits only what
+    the budget allowed since the previous run (a token bucket holding 60 s);
+    the rest waits as backlog (`crawl recrawl stats`). Settings are saved in
+    DIR/recrawl. Emitted URLs carry etag/last_modified for a conditional GET
+    and reason ping, hint or recrawl. `crawl frontier add` ignores URLs
+    already done in the current cycle: use --enqueue (re-admits them to
+    DIR's frontier) or start a new cycle.
 
     \b
     Examples:
         crawl fetch --dir D < leases | crawl recrawl observe --dir D | crawl parse --dir D
-        crawl recrawl --dir D --budget 10/s --share 0.3 | crawl frontier add --dir D
-        crawl recrawl --dir D --enqueue --from-log      # cron: catch up, queue what is due
+        crawl recrawl --dir D --budget 10/s --share 0.3 --enqueue
+        crawl recrawl --dir D --enqueue --from-log > /dev/null   # cron: catch up, queue what is due
         crawl recrawl ping --dir D https://example.com/news/
         crawl recrawl stats --dir D
     """
     ctx.ensure_object(dict)
     ctx.obj["recrawl_dir"] = crawl_dir
     if ctx.invoked_subcommand is not None:
-        if any(v is not None for v in (budget, share, min_interval, max_interval, c)):
+        if any(v is not None for v in (budget, share, min_interval, max_interval, c, policy)):
             _open(ctx, crawl_dir).configure(budget=budget, share=share, min_interval=min_interval,
-                                            max_interval=max_interval, c=c)
+                                            max_interval=max_interval, c=c, policy=policy)
         return
     now = time.time() if now is None else now
     rc = _open(ctx, crawl_dir)
-    cfg = rc.configure(budget=budget, share=share, min_interval=min_interval, max_interval=max_interval, c=c)
+    cfg = rc.configure(budget=budget, share=share, min_interval=min_interval, max_interval=max_interval, c=c,
+                       policy=policy)
     if from_log:
         rc.observe((e for e in read_log(rc_dir(ctx, crawl_dir).log) if e.get("event") == "fetch"), now)
     if limit is None:
@@ -124,7 +135,8 @@ def observe(ctx: click.Context, crawl_dir: Path | None, input_: str, output: str
     with stage_io("recrawl", None, input_, output, strict, stats_file) as sio:
         def learn(recs: list[records.Record]) -> list[records.Record]:
             t = time.time() if now is None else now
-            for k, v in rc.observe([r for r in recs if r["kind"] in ("fetch", "event")], t).items():
+            fetches = [r for r in recs if r["kind"] == "fetch" or r.get("event") == "fetch"]
+            for k, v in rc.observe(fetches, t).items():
                 sio.report.add(k, v)
             rc.observe_links([r for r in recs if r["kind"] in records.URL_KINDS], t)
             return recs
