@@ -361,7 +361,13 @@ def parse_fetch(fetch_record: Record, read: Callable[[Record], Response],
     if outcome == "redirect" or (fetch_record.get("location") and outcome != "ok"):
         return parse_redirect(fetch_record, config)
     result = PageResult()
-    if outcome != "ok":
+    if outcome == "not-modified" and isinstance(fetch_record.get("refers_to"), dict):
+        # A 304's page is the stored copy it refers to. Parsing it again costs
+        # little and closes a crash window: a page stored just before a crash
+        # comes back as a 304 on the retry, and its links must not be lost.
+        fetch_record = {**fetch_record, "warc": fetch_record["refers_to"]}
+        result.add("not_modified_parsed")
+    elif outcome != "ok":
         result.add("not_parsed")
         return result
     if not isinstance(fetch_record.get("warc"), dict):

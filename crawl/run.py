@@ -246,13 +246,16 @@ class Crawl:
         return not (c["queued"] or c["claimed"])
 
     def write_results(self, recs: list[Record]) -> None:
-        """Sink of fetch_all: spool first, then complete, then the log."""
+        """Sink of fetch_all: spool and crawl log first, then complete the leases."""
         if not recs:
             return
         now = time.time()
+        # Durable outputs first, the lease last: a crash in between repeats
+        # the fetch (at-least-once), it never completes a URL whose result or
+        # log event is missing.
         self.fetched.put(recs)
-        self.frontier.complete(recs, now)
         self.log.write(event_of(r, now) for r in recs)
+        self.frontier.complete(recs, now)
         pages = 0
         for r in recs:
             outcome = r.get("outcome", "?")

@@ -282,6 +282,14 @@ def test_parse_fetch_dispatches_by_outcome() -> None:
         assert res.links == [] and res.counts == {"not_parsed": 1}
     assert parse_fetch({"url": PAGE, "outcome": "ok"}, lambda r: stored).counts == {"no_body": 1}
 
+    # a 304 is parsed from the copy it refers to (a retry after a crash must not lose links)
+    ptr = {"file": "old.warc.gz", "offset": 7, "length": 9}
+    read_ptrs: list[dict] = []
+    res = parse_fetch({"url": PAGE, "outcome": "not-modified", "refers_to": ptr,
+                       "warc": {"file": "new.warc.gz", "offset": 0, "length": 1}},
+                      lambda rec: read_ptrs.append(rec["warc"]) or stored)
+    assert urls(res) == ["http://a.test/a"] and read_ptrs == [ptr]
+
 
 def test_unreadable_body_is_counted_not_fatal() -> None:
     def broken(rec: dict) -> StoredResponse:
