@@ -37,6 +37,11 @@ def gather(root: str | Path, now: float | None = None) -> dict[str, Any]:
         with env.begin() as txn:
             urls = env.open_db(b"urls", txn=txn, create=False) if _has_db(env, b"urls") else None
             out["seen"] = {"urls": txn.stat(urls)["entries"] if urls is not None else 0}
+    if (cd.sub("recrawl") / "data.mdb").exists():
+        from .recrawl import Recrawler
+
+        with Recrawler(cd) as rc:
+            out["recrawl"] = rc.stats(now)  # backlog: re-crawls due but not yet emitted
     n, size = _dir_bytes(cd.warc, "*.warc*")
     out["warc"] = {"files": n, "bytes": size, "dir": str(cd.warc)}
     n, size = _dir_bytes(cd.log, "*.zst")

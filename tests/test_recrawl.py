@@ -305,6 +305,8 @@ def test_cli_budget_limits_each_run_and_bad_values_are_usage_errors(tmp_path: Pa
     p = crawl("recrawl", "--dir", d, "--now", str(later + 30))  # settings were saved
     assert len(p.stdout.splitlines()) == 5
     assert "backlog" in crawl("recrawl", "stats", "--dir", d).stdout.decode()
+    st = orjson.loads(crawl("stats", "--dir", d, "--json").stdout)
+    assert st["recrawl"]["backlog"] >= 15 and st["recrawl"]["pages"] == 30  # shows in crawl stats
     p = crawl("recrawl", "--dir", d, "--budget", "fast")
     assert p.returncode == 2 and b"expected a positive rate" in p.stderr
     p = crawl("recrawl", "--help")
