@@ -40,8 +40,8 @@ def gather(root: str | Path, now: float | None = None) -> dict[str, Any]:
     if (cd.sub("recrawl") / "data.mdb").exists():
         from .recrawl import Recrawler
 
-        with Recrawler(cd) as rc:
-            out["recrawl"] = rc.stats(now)  # backlog: re-crawls due but not yet emitted
+        # not closed: the environment is shared per process (a running crawl may hold it)
+        out["recrawl"] = Recrawler(cd).stats(now)  # backlog: re-crawls due but not yet emitted
     n, size = _dir_bytes(cd.warc, "*.warc*")
     out["warc"] = {"files": n, "bytes": size, "dir": str(cd.warc)}
     n, size = _dir_bytes(cd.log, "*.zst")
