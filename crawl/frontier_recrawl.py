@@ -17,6 +17,7 @@ from . import hostqueue as hq
 from .frontier import Frontier
 from .frontier_tx import Tx, fingerprint
 from .records import Record
+from .recrawl import Recrawler
 
 
 def readd(frontier: Frontier, recs: Iterable[Record], now: float,
@@ -52,4 +53,16 @@ def readd(frontier: Frontier, recs: Iterable[Record], now: float,
         t.count("dropped_host_cap", counts["dropped_host_cap"])
         t.flush()
     frontier.trimmer.maybe_trim()
+    return counts
+
+
+def enqueue_due(rc: Recrawler, frontier: Frontier, now: float, limit: int) -> dict[str, int]:
+    """One step of a continuous crawl: take up to ``limit`` due URLs from the
+    freshness model and re-admit them to the frontier (``crawl run --recrawl``,
+    ``crawl recrawl --enqueue``). The model marks them emitted first; if the
+    process dies before the frontier commits, they are emitted again after
+    ``reemit`` seconds, so nothing is lost."""
+    due = rc.due(now, limit)
+    counts = readd(frontier, due, now) if due else {"added": 0, "known": 0}
+    counts["emitted"] = len(due)
     return counts

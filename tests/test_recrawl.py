@@ -204,6 +204,24 @@ def test_readd_requeues_done_urls_in_the_same_cycle(tmp_path: Path) -> None:
         assert [r["url"] for r in again] == [u] and again[0]["etag"] == '"e"'
 
 
+def test_enqueue_due_moves_due_urls_into_the_frontier(tmp_path: Path) -> None:
+    from crawl.frontier_recrawl import enqueue_due
+
+    cd = CrawlDir(tmp_path)
+    urls = [f"http://h{k}.test:8080/" for k in range(5)]
+    with Frontier(cd.frontier) as fr, Recrawler(cd, sync=False) as r:
+        fr.add([records.make("url", url=u) for u in urls], T0)
+        leases = fr.next(10, 60, T0)
+        fr.complete([fetch(x["url"], T0, lease=x["lease"]) for x in leases], T0 + 1)
+        r.observe([fetch(u, T0 + 1) for u in urls], T0 + 1)
+        assert enqueue_due(r, fr, T0 + 2, 10)["emitted"] == 0  # nothing due yet
+        later = T0 + 200 * DAY
+        got = enqueue_due(r, fr, later, 3)
+        assert got["emitted"] == 3 and got["added"] == 3
+        assert r.backlog(later) == 2
+        assert len(fr.next(10, 60, later)) == 3
+
+
 # ---- simulated clock: the test web's change process --------------------------------
 
 

@@ -106,7 +106,8 @@ def command(ctx: click.Context, crawl_dir: Path | None, budget: float | None, sh
         from ..frontier_recrawl import readd
 
         with Frontier(rc_dir(ctx, crawl_dir).frontier) as fr:
-            readd(fr, due, now)
+            got = readd(fr, due, now)
+        click.echo(f"crawl recrawl: {got['added']} queued in the frontier, {got['known']} already there", err=True)
     open_sink(output).write(due)
 
 
