@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 DAY = 86400.0
 
@@ -230,7 +230,7 @@ def fraction_fresh(pairs: Iterable[tuple[object, object]]) -> float:
 
 
 def sampled_freshness(
-    visits: dict[str, Sequence[float]],
+    visits: Mapping[str, Sequence[float]],
     version_at: Callable[[str, float], object],
     start: float,
     end: float,

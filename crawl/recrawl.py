@@ -141,7 +141,7 @@ class Recrawler:
         if raw:
             total, n = orjson.loads(raw)
             if n > 0 and total > 0:
-                return float(total) / n
+                return float(total / n)
         return self.cfg.default_rate
 
     def _host_add(self, txn: Any, host: str, rate: float, n: int) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -12,11 +14,12 @@ from ..crawllog import read_log
 from ..freshness import parse_budget, parse_duration
 from ..io import dumps_pretty, open_sink, run_stage
 from ..recrawl import Recrawler
+from ..state import CrawlDir
 from . import _common
 from ._common import dir_option, io_options, stage_io
 
 
-def _conv(parse):  # type: ignore[no-untyped-def]
+def _conv(parse: Callable[[str], float]) -> Callable[[click.Context, click.Parameter, str | None], float | None]:
     def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
         try:
             return None if value is None else parse(value)
@@ -111,7 +114,7 @@ def command(ctx: click.Context, crawl_dir: Path | None, budget: float | None, sh
     open_sink(output).write(due)
 
 
-def rc_dir(ctx: click.Context, crawl_dir: Path | None) -> _common.CrawlDir:
+def rc_dir(ctx: click.Context, crawl_dir: Path | None) -> CrawlDir:
     return _common.crawl_dir(crawl_dir or ctx.obj["recrawl_dir"])
 
 
@@ -155,9 +158,10 @@ def ping(ctx: click.Context, crawl_dir: Path | None, urls: tuple[str, ...], now:
     \b
         crawl recrawl ping --dir D https://example.com/news/ https://example.com/
     """
-    urls_ = [u for u in urls if u != "-"] + ([ln.strip() for ln in click.get_text_stream("stdin")
-                                              if ln.strip()] if "-" in urls else [])
-    n = _open(ctx, crawl_dir).ping(urls_, time.time() if now is None else now)
+    given = [u for u in urls if u != "-"]
+    if "-" in urls:
+        given += [ln.strip() for ln in sys.stdin.read().splitlines() if ln.strip()]
+    n = _open(ctx, crawl_dir).ping(given, time.time() if now is None else now)
     click.echo(f"crawl recrawl: {n} URL(s) pinged", err=True)
 
 
