@@ -13,6 +13,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from crawl import records
 from crawl.freshness import DAY
@@ -220,6 +222,35 @@ def test_enqueue_due_moves_due_urls_into_the_frontier(tmp_path: Path) -> None:
         assert got["emitted"] == 3 and got["added"] == 3
         assert r.backlog(later) == 2
         assert len(fr.next(10, 60, later)) == 3
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["observe", "ping", "due", "link"]), st.integers(0, 5),
+                          st.integers(0, 3), st.floats(0, 5 * DAY)), max_size=40))
+def test_schedule_invariants_under_any_sequence(ops) -> None:
+    """Whatever happens, every known page is scheduled at most once, a due
+    batch never repeats a URL, and the backlog never exceeds what is scheduled."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d, Recrawler(CrawlDir(d), sync=False) as r:
+        t = T0
+        for op, k, v, dt in ops:
+            t += dt
+            u = f"http://h{k % 2}.test/{k}"
+            if op == "observe":
+                r.observe([fetch(u, t, digest=str(v))], t)
+            elif op == "ping":
+                r.ping([u], t)
+            elif op == "link":
+                r.observe_links([records.make("link", url=u, parent=f"http://h0.test/{v}", source="sitemap",
+                                              lastmod="2030-01-01")], t)
+            else:
+                got = [x["url"] for x in r.due(t, v + 1)]
+                assert len(got) == len(set(got)) <= v + 1
+            st_ = r.stats(t)
+            scheduled = sum(1 for j in range(6) if (p := r.get(f"http://h{j % 2}.test/{j}")) and p.get("slot"))
+            assert st_["scheduled"] == scheduled
+            assert st_["backlog"] <= st_["scheduled"]
 
 
 # ---- simulated clock: the test web's change process --------------------------------
