@@ -167,20 +167,22 @@ class Recrawler:
             return next_interval(rate, imp, c, cfg.min_interval, cfg.max_interval)
         return optimal_interval(rate, imp, c, cfg.min_interval, cfg.max_interval)
 
-    def replan(self, now: float) -> float | None:
+    def replan(self, now: float, force: bool = False) -> float | None:
         """Solve the optimal policy's mu for ``budget x share`` fetches/second.
 
         Pages are keyed by a hash, so the first ``replan_sample`` of them are
         a random sample; their load is scaled to the whole set. Done at most
-        every ``replan_every`` seconds (``due`` calls it); pages pick the new
-        mu up at their next visit.
+        every ``replan_every`` seconds (``due`` calls it). Pages pick a new mu
+        up at their next visit, unless it moved by 2x or more (the first plan,
+        a new budget): then every model-scheduled page is rescheduled now, or
+        a page planned under a wrong mu could wait up to ``max_interval``.
         """
         cfg = self.cfg
         if cfg.policy != "optimal" or cfg.budget <= 0:
             return None
         with self.env.begin(write=True) as txn:
             last = txn.get(b"replanned", db=self.meta)
-            if last is not None and now - float(last) < cfg.replan_every:
+            if not force and last is not None and now - float(last) < cfg.replan_every:
                 return None
             sample: list[tuple[float, float]] = []
             for _, raw in txn.cursor(db=self.pages):
@@ -192,9 +194,23 @@ class Recrawler:
             rated = max(self._meta_float(txn, b"rated"), len(sample), 1)
             mu = solve_mu(sample, cfg.budget * cfg.share * len(sample) / rated,
                           cfg.min_interval, cfg.max_interval)
+            old = txn.get(b"mu", db=self.meta)
             txn.put(b"mu", repr(mu).encode(), db=self.meta)
             txn.put(b"replanned", repr(now).encode(), db=self.meta)
+            if old is None or not 0.5 < mu / float(old) < 2.0:
+                self._reschedule_all(txn, mu)
         return mu
+
+    def _reschedule_all(self, txn: Any, c: float) -> None:
+        moves = []
+        for key, raw in txn.cursor(db=self.pages):
+            page = orjson.loads(raw)
+            slot, last = page.get("slot"), num(page.get("last"))
+            if slot and slot[0] == MODEL and last is not None and page.get("rate") is not None:
+                moves.append((bytes(key), page, last + self._interval(c, page["rate"], page["imp"])))
+        for key, page, t in moves:
+            self._reslot(txn, key, page, MODEL, t)
+            txn.put(key, orjson.dumps(page), db=self.pages)
 
     def _refit(self, txn: Any, page: dict[str, Any]) -> None:
         """Re-estimate rate and importance; keep the host and budget sums in step."""
@@ -237,6 +253,7 @@ class Recrawler:
         counts = dict.fromkeys(("observed", "changed", "unchanged", "unknown", "first", "repeat", "ignored"), 0)
         with self.env.begin(write=True) as txn:
             c = self._c(txn)
+            unplanned = self.cfg.budget > 0 and txn.get(b"mu", db=self.meta) is None
             for rec in fetches:
                 url = rec.get("url")
                 outcome = rec.get("outcome")
@@ -265,6 +282,8 @@ class Recrawler:
                 interval = self._interval(c, page["rate"], page["imp"])
                 self._reslot(txn, key, page, MODEL, t + interval)
                 txn.put(key, orjson.dumps(page), db=self.pages)
+        if unplanned and counts["observed"]:
+            self.replan(now, force=True)  # the first plan: schedule by the budget from the start
         return counts
 
     def observe_links(self, links: Iterable[Record], now: float) -> dict[str, int]:

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -28,6 +29,17 @@ from crawl.recrawl_sim import simulate, web_truth  # noqa: E402
 from crawl.state import CrawlDir  # noqa: E402
 
 T0 = 1_780_000_000.0
+
+
+def oracle(truth: dict[str, float]) -> type[Recrawler]:
+    """The same scheduler told the true rates: the ceiling the estimator aims at."""
+
+    class Oracle(Recrawler):
+        def _refit(self, txn: Any, page: dict[str, Any]) -> None:
+            super()._refit(txn, page)
+            page["rate"] = truth[page["url"]] or 1e-9
+
+    return Oracle
 
 
 def main() -> None:
@@ -50,15 +62,17 @@ def main() -> None:
     for ppd in args.per_page_day:
         budget = ppd * len(urls) / DAY
         got = {}
-        for policy in ("optimal", "proportional"):
+        for name, cls, policy in (("optimal", Recrawler, "optimal"), ("proportional", Recrawler, "proportional"),
+                                  ("oracle", oracle(truth), "optimal")):
             cfg = RecrawlConfig(budget=budget, share=1.0, policy=policy)
-            with tempfile.TemporaryDirectory() as d, Recrawler(CrawlDir(d), cfg, sync=False) as rc:
-                got[policy] = simulate(rc, urls, version_at, T0, args.days * DAY, tick=1800,
-                                       warmup=7 * DAY, per_second=budget, samples=300)
-        opt, prop = got["optimal"], got["proportional"]
+            with tempfile.TemporaryDirectory() as d, cls(CrawlDir(d), cfg, sync=False) as rc:
+                got[name] = simulate(rc, urls, version_at, T0, args.days * DAY, tick=1800,
+                                     warmup=7 * DAY, per_second=budget, samples=300)
+        opt, prop, orc = got["optimal"], got["proportional"], got["oracle"]
         print(f"freshness @ {ppd:g} fetches/page/day ({budget:.4f}/s): model {opt.freshness:.3f} "
               f"(uniform {opt.uniform:.3f}, same {opt.fetches:,} fetches) ratio {opt.freshness / opt.uniform:.2f}x; "
-              f"literal c/(rate x importance) {prop.freshness:.3f} (uniform {prop.uniform:.3f})")
+              f"literal c/(rate x importance) {prop.freshness:.3f} (uniform {prop.uniform:.3f}); "
+              f"true rates {orc.freshness:.3f} (uniform {orc.uniform:.3f})")
     print(f"freshness: done in {time.perf_counter() - started:.0f} s")
 
 
