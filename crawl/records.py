@@ -12,6 +12,8 @@ Kinds (``v`` = 1); fields marked * are required:
             url*, priority (0 high .. 9 low, default 1), depth (0 for seeds),
             due (unix seconds, earliest fetch), parent, reason, fp (the
             canonical URL's XXH3-64 as 16 hex digits), surt, canon_v.
+            ``crawl recrawl`` emits reason ping / hint / recrawl with etag,
+            last_modified (for a conditional GET), rate, importance.
 ``link``    a URL discovered on a page (same fields as ``url``, plus
             position, rel, anchor, trap). Accepted wherever ``url`` is.
             ``crawl parse`` also sets source (a, area, link, iframe, frame,
