@@ -279,8 +279,9 @@ class Recrawler:
                     continue
                 counts["observed"] += 1
                 self._refit(txn, page)
-                interval = self._interval(c, page["rate"], page["imp"])
-                self._reslot(txn, key, page, MODEL, t + interval)
+                slot = page.get("slot")
+                if not (slot and slot[0] < MODEL and slot[1] > t * 1000):  # a ping after this fetch stands
+                    self._reslot(txn, key, page, MODEL, t + self._interval(c, page["rate"], page["imp"]))
                 txn.put(key, orjson.dumps(page), db=self.pages)
         if unplanned and counts["observed"]:
             self.replan(now, force=True)  # the first plan: schedule by the budget from the start

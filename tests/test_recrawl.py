@@ -176,6 +176,17 @@ def test_due_order_pings_first_then_the_most_overdue_and_reemit(rc: Recrawler) -
     assert len(rc.due(late + rc.cfg.reemit, 10)) == 4
 
 
+def test_a_ping_newer_than_the_fetch_result_stands(rc: Recrawler) -> None:
+    u = "http://a.test/live"
+    rc.observe([fetch(u, T0, digest="a")], T0)
+    rc.ping([u], T0 + 100)
+    rc.observe([fetch(u, T0 + 50, digest="b")], T0 + 120)  # started before the ping
+    assert [r["reason"] for r in rc.due(T0 + 120, 5)] == ["ping"]
+    rc.ping([u], T0 + 200)
+    rc.observe([fetch(u, T0 + 300, digest="c")], T0 + 300)  # the ping's own fetch
+    assert rc.due(T0 + 301, 5) == []
+
+
 def test_allowance_is_a_token_bucket(rc: Recrawler) -> None:
     assert rc.allowance(T0, 2.0, burst=10) == 20  # a first run gets one burst
     assert rc.allowance(T0 + 1.25, 2.0, burst=10) == 2
