@@ -9,7 +9,10 @@ the files as they are). The log feeds the freshness model, stats and audits.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -47,14 +50,18 @@ class CrawlLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rotate_bytes = rotate_bytes
         self._cctx = zstandard.ZstdCompressor(level=3)
+        self._lock = threading.Lock()  # a compressor is not thread-safe; crawl run writes from two threads
         existing = sorted(self.dir.glob("crawl-*.ndjson.zst"))
         self._n = int(existing[-1].name[6:12]) if existing else 1
         cur = self.current
         if cur.exists():
-            good = _good_length(cur)
-            if good != cur.stat().st_size:
-                # A crash tore the last frame: cut it off so appends stay readable.
-                os.truncate(cur, good)
+            with _locked(cur):
+                good = _good_length(cur)
+                if good != cur.stat().st_size:
+                    # A crash tore the last frame: cut it off so appends stay
+                    # readable. Under the lock: another process (a parse child)
+                    # may be appending, and a half-written frame is not torn.
+                    os.truncate(cur, good)
 
     @property
     def current(self) -> Path:
@@ -68,14 +75,26 @@ class CrawlLog:
         if path.exists() and path.stat().st_size >= self.rotate_bytes:
             self._n += 1
             path = self.current
-        frame = self._cctx.compress(data)
+        with self._lock:
+            frame = self._cctx.compress(data)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # whole frames only, whoever else appends
             os.write(fd, frame)
             os.fsync(fd)
         finally:
-            os.close(fd)
+            os.close(fd)  # releases the lock
         return data.count(b"\n")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _frames(data: bytes) -> Iterator[tuple[int, bytes]]:

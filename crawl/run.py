@@ -81,6 +81,7 @@ class RunOptions:
     lease_seconds: float = 0.0  # 0: derived from the fetch timeouts
     batch: int = 256
     grace: float = 5.0  # seconds in-flight fetches get after Ctrl-C / SIGTERM
+    parse_procs: int = 0  # 0: dedupe/parse/seen in this process; N: in N child processes
 
 
 class Progress:
@@ -233,7 +234,10 @@ class Crawl:
                 self.stopping = "done"
                 break
             due = self.frontier.next_due(now)
-            if now - self.last_lease > b.idle_exit and (due is None or due - now > b.idle_exit):
+            if now - self.last_lease > b.idle_exit and (due is None or due - now > b.idle_exit) \
+                    and not self.frontier.pending()["in_flight"]:
+                # Leases in flight (ours, or a killed run's until they expire)
+                # still bring work back: only an empty pipeline is idle.
                 self.stopping = "idle"
                 break
             time.sleep(0.02 if due is None else min(max(due - now, 0.002), 0.1))
@@ -395,7 +399,10 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
             fetch_scope = trio.CancelScope()
             outer.start_soon(watch_signals, fetch_scope)
             async with trio.open_nursery() as inner:
-                inner.start_soon(crawl.processor)
+                if opts.parse_procs:
+                    inner.start_soon(_process_children, crawl)
+                else:
+                    inner.start_soon(crawl.processor)
                 with fetch_scope:
                     await fetch_all(LeaseSource(), ResultSink(), fetcher, writer, report,
                                     batch=opts.batch, group=64)
@@ -406,3 +413,62 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
     final = crawl.status(time.time())
     crawl.write_status(final)
     return final
+
+
+# -- dedupe/parse/seen in child processes ------------------------------------
+#
+# The fetch side (sockets, TLS, gzip, WARC) and the parse side (lxml, simhash,
+# LMDB admission) each want a core, and one Python process gives them one
+# between them. With --parse-procs N the parse side runs in N processes that
+# share the crawl directory: they claim batches from the same `fetched`
+# spool, so crash safety is unchanged (a dead child's claims return to the
+# spool) and `finished()` still sees their work through the spool counts.
+
+
+def _child_main(root: str, opts: RunOptions, done: Any, stop: Any) -> None:
+    """Entry point of one parse process (spawned; ignores Ctrl-C: the parent decides)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    crawl = Crawl(CrawlDir(root), opts)
+    try:
+        while not stop.is_set():
+            finishing = done.is_set()
+            if crawl.process_one_batch():
+                continue
+            if finishing:
+                return
+            time.sleep(0.05)
+    finally:
+        crawl.close()
+
+
+async def _process_children(crawl: Crawl) -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a threaded, LMDB-holding process
+    done, stop = ctx.Event(), ctx.Event()
+    procs = [ctx.Process(target=_child_main, args=(str(crawl.cdir.root), crawl.opts, done, stop),
+                         name=f"crawl-parse-{i}", daemon=True)
+             for i in range(crawl.opts.parse_procs)]
+    for p in procs:
+        p.start()
+    try:
+        while not crawl.fetch_done:
+            if crawl.stopping.startswith("signal"):
+                stop.set()  # the rest waits in the spool for the next run
+            for p in procs:
+                if not p.is_alive() and p.exitcode not in (0, None):
+                    raise CrawlError(f"parse process {p.name} died (exit {p.exitcode}); "
+                                     "the crawl stopped, its work is safe in the spool: run again")
+            await trio.sleep(0.2)
+        done.set()
+        if crawl.stopping.startswith("signal"):
+            stop.set()
+        for p in procs:
+            await trio.to_thread.run_sync(p.join)
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()

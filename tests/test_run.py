@@ -126,7 +126,7 @@ def mixed_web(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_run_covers_the_web_politely(mixed_web: TestWeb, tmp_path: Path) -> None:
     d = tmp_path / "crawl"
     # --max-per-host bounds the trap hosts (whose robots.txt also asks for 2 s)
-    res = crawl(mixed_web, d, "--json", "--max-per-host", "25", timeout=280)
+    res = crawl(mixed_web, d, "--json", "--max-per-host", "25", "--parse-procs", "1", timeout=280)
     final = orjson.loads(res.stdout.splitlines()[-1])
     assert final["stopping"] in ("done", "idle")
     got = stored(d)
@@ -162,8 +162,10 @@ def test_sigkill_resume_gives_the_same_pages(tmp_path: Path) -> None:
         d = tmp_path / "killed"
         rng = random.Random(11)
         kills = 0
-        for _ in range(12):
-            proc = subprocess.Popen(run_args(web, d), stdout=subprocess.DEVNULL,
+        for i in range(12):
+            # alternate: parse side in-process, then in a child process
+            extra = ("--parse-procs", "1") if i % 2 else ()
+            proc = subprocess.Popen(run_args(web, d, *extra), stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True)
             time.sleep(rng.uniform(0.8, 2.5))
             if proc.poll() is None:
@@ -181,8 +183,8 @@ def test_sigkill_resume_gives_the_same_pages(tmp_path: Path) -> None:
 def test_sigterm_stops_quickly_commits_and_resumes(tmp_path: Path) -> None:
     with start_testweb(tmp_path / "w", hosts=30, seed=9, pages=8, links=4, mix="plain") as web:
         d = tmp_path / "c"
-        proc = subprocess.Popen(run_args(web, d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(run_args(web, d, "--parse-procs", "1"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         time.sleep(3.0)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)

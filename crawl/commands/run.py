@@ -66,6 +66,9 @@ def _apply_config(ctx: click.Context, path: Path | None) -> None:
               help="Live panel on a terminal, one line per --interval otherwise.")
 @click.option("--interval", type=DURATION, default=10.0, show_default=True, help="Seconds between plain progress lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")
+@click.option("--parse-procs", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="Run dedupe, parse and seen in N child processes (0: in this process). "
+                   "Uses a second core; the fetch side keeps this one.")
 @politeness_options
 @fetch_options
 @click.pass_context
@@ -103,7 +106,8 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
                         duration=kw["duration"], idle_exit=kw["idle_exit"]),
         scope=Scope(kw["scope"], tuple(kw["allow"]), tuple(kw["deny"]), kw["max_depth"]),
         politeness=politeness, fetch=fetch_cfg,
-        parse=ParseConfig(agent=fetch_cfg.agent_token), lease_seconds=kw["lease"], **net,
+        parse=ParseConfig(agent=fetch_cfg.agent_token), lease_seconds=kw["lease"],
+        parse_procs=kw["parse_procs"], **net,
     )
     cdir = CrawlDir(crawl_dir)
     cdir.root.mkdir(parents=True, exist_ok=True)
