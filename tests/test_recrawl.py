@@ -354,6 +354,21 @@ def test_cli_observe_passes_through_ping_emit_enqueue_and_stats(tmp_path: Path) 
     assert page["obs"] == [[DAY, 1]] and page["home"]
 
 
+def test_cli_from_log_catches_up_once(tmp_path: Path) -> None:
+    from crawl.crawllog import CrawlLog, event_of
+
+    d = tmp_path / "c"
+    u = "http://a.test/x"
+    log = CrawlLog(CrawlDir(d).log)
+    for i in range(3):
+        log.write([event_of(records.make("fetch", url=u, outcome="ok", digest=f"d{i % 2}"), T0 + i * HOUR)])
+    for _ in range(2):  # the second run finds nothing new: history is unchanged
+        p = crawl("recrawl", "--dir", str(d), "--from-log", "--now", str(T0 + 3 * HOUR))
+        assert p.returncode == 0
+        page = orjson.loads(crawl("recrawl", "stats", "--dir", str(d), "--url", u).stdout)
+        assert page["n"] == 3 and page["obs"] == [[HOUR, 1], [HOUR, 1]]
+
+
 def test_cli_budget_limits_each_run_and_bad_values_are_usage_errors(tmp_path: Path) -> None:
     d = str(tmp_path / "c")
     urls = [f"http://h{k}.test/" for k in range(30)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +34,10 @@ def _open(ctx: click.Context, crawl_dir: Path | None) -> Recrawler:
     if d is None:
         raise click.UsageError("no crawl directory: give --dir DIR (or set CRAWL_DIR)")
     return ctx.with_resource(Recrawler(_common.crawl_dir(d)))
+
+
+def rc_dir(ctx: click.Context, crawl_dir: Path | None) -> CrawlDir:
+    return _common.crawl_dir(crawl_dir or ctx.obj["recrawl_dir"])
 
 
 @click.group(name="recrawl", invoke_without_command=True)
@@ -99,8 +104,10 @@ def command(ctx: click.Context, crawl_dir: Path | None, budget: float | None, sh
     rc = _open(ctx, crawl_dir)
     cfg = rc.configure(budget=budget, share=share, min_interval=min_interval, max_interval=max_interval, c=c,
                        policy=policy)
-    if from_log:
-        rc.observe((e for e in read_log(rc_dir(ctx, crawl_dir).log) if e.get("event") == "fetch"), now)
+    if from_log:  # a transaction per 5,000 events keeps a long log's catch-up bounded
+        events = (e for e in read_log(rc_dir(ctx, crawl_dir).log) if e.get("event") == "fetch")
+        while chunk := list(itertools.islice(events, 5000)):
+            rc.observe(chunk, now)
     if limit is None:
         limit = rc.allowance(now, cfg.budget * cfg.share) if cfg.budget > 0 else 1 << 62
     due = rc.due(now, limit)
@@ -112,10 +119,6 @@ def command(ctx: click.Context, crawl_dir: Path | None, budget: float | None, sh
             got = readd(fr, due, now)
         click.echo(f"crawl recrawl: {got['added']} queued in the frontier, {got['known']} already there", err=True)
     open_sink(output).write(due)
-
-
-def rc_dir(ctx: click.Context, crawl_dir: Path | None) -> CrawlDir:
-    return _common.crawl_dir(crawl_dir or ctx.obj["recrawl_dir"])
 
 
 @command.command(name="observe")
