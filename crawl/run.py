@@ -42,11 +42,14 @@ from .dedupe import Deduper
 from .dns import AddressPolicy
 from .errors import CrawlError
 from .fetch import FetchConfig, StoreOptions, fetch_all, open_fetcher
+from .freshness import split_budget
 from .frontier import Frontier
+from .frontier_recrawl import enqueue_due
 from .io import Batch, Report
 from .parse import ParseConfig, parse_fetch
 from .politeness import Politeness
 from .records import Record
+from .recrawl import Recrawler
 from .report import RUN_STATUS
 from .scope import Scope
 from .seen import SeenSet
@@ -82,6 +85,9 @@ class RunOptions:
     batch: int = 256
     grace: float = 5.0  # seconds in-flight fetches get after Ctrl-C / SIGTERM
     parse_procs: int = 0  # 0: dedupe/parse/seen in this process; N: in N child processes
+    recrawl: bool = False  # run continuously, re-admitting pages the freshness model says are due
+    recrawl_share: float = 0.5  # fraction of lease capacity reserved for re-crawl when both wait
+    recrawl_budget: float = 0.0  # re-crawl fetches per second (0: share x --batch per second)
 
 
 class Progress:
@@ -120,6 +126,10 @@ class Crawl:
         self.frontier = Frontier(cdir.frontier, opts.politeness)
         self.seen = SeenSet(cdir.seen)
         self.dedupe = Deduper(cdir.dedupe)
+        # History for the freshness model is kept on every crawl, so a later
+        # `crawl recrawl` (or `crawl run --recrawl`) has something to learn from.
+        self.recrawler = Recrawler(cdir)
+        self.next_recrawl = 0.0
         self.fetched = Spool(cdir.spools / "fetched")
         self.log = CrawlLog(cdir.log)
         self.state = open_env(cdir.sub("runstate"), max_dbs=4)
@@ -132,6 +142,7 @@ class Crawl:
         self.last_lease = time.time()
 
     def close(self) -> None:
+        self.recrawler.close()
         self.dedupe.close()
         self.seen.close()
         self.frontier.close()
@@ -225,22 +236,38 @@ class Crawl:
             if now >= self.deadline:
                 self.stopping = "duration"
                 break
+            if self.opts.recrawl and now >= self.next_recrawl:
+                self._enqueue_recrawl(now, size)
             leases = self.frontier.next(size, self.opts.lease_seconds, now)
             if leases:
                 self.last_lease = now
                 yield Batch(leases)
                 continue
-            if self.finished():
+            if self.finished() and not self.opts.recrawl:
                 self.stopping = "done"
                 break
             due = self.frontier.next_due(now)
             if now - self.last_lease > b.idle_exit and (due is None or due - now > b.idle_exit) \
-                    and not self.frontier.pending()["in_flight"]:
+                    and not self.opts.recrawl and not self.frontier.pending()["in_flight"]:
                 # Leases in flight (ours, or a killed run's until they expire)
                 # still bring work back: only an empty pipeline is idle.
                 self.stopping = "idle"
                 break
             time.sleep(0.02 if due is None else min(max(due - now, 0.002), 0.1))
+
+    def _enqueue_recrawl(self, now: float, size: int) -> None:
+        """Once a second: re-admit what the freshness model says is due, within
+        the re-crawl share of capacity (discovery keeps the rest: neither starves)."""
+        self.next_recrawl = now + 1.0
+        o = self.opts
+        if o.recrawl_budget:
+            limit = self.recrawler.allowance(now, o.recrawl_budget)
+        else:
+            p = self.frontier.pending()
+            limit, _ = split_budget(size, self.recrawler.backlog(now), p["queued"], o.recrawl_share)
+        if limit > 0:
+            got = enqueue_due(self.recrawler, self.frontier, now, limit)
+            self.progress.add("recrawl/enqueued", got.get("added", 0))
 
     def finished(self) -> bool:
         p = self.frontier.pending()
@@ -302,7 +329,9 @@ class Crawl:
 
         links: list[Record] = []
         events: list[Record] = []
-        for rec in self.dedupe.check(recs, body_of):
+        checked = self.dedupe.check(recs, body_of)
+        self.recrawler.observe(checked, now)
+        for rec in checked:
             if rec.get("duplicate_of"):
                 self.progress.add(f"dedupe/{rec.get('dup_kind', 'near')}")
                 events.append(records.make("event", ts=now, event="duplicate", url=rec["url"],
@@ -312,6 +341,7 @@ class Crawl:
             links.extend(res.links)
             for k, v in res.counts.items():
                 self.progress.add(f"parse/{k}", v)
+        self.recrawler.observe_links(links, now)
         counts = self.admit(links, now)
         for k, v in counts.items():
             self.progress.add(f"links/{k}", v)

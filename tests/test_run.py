@@ -227,3 +227,22 @@ def test_config_file_and_flags(tmp_path: Path) -> None:
     res = subprocess.run([*CRAWL, "run", "--dir", str(tmp_path / "d"), "--config", str(cfg),
                           "http://a.test/"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "unknown setting" in res.stderr
+
+
+def test_recrawl_mode_refetches_pinged_pages_conditionally(tmp_path: Path) -> None:
+    with start_testweb(tmp_path / "w", hosts=6, seed=8, pages=4, links=3, mix="plain") as web:
+        d = tmp_path / "c"
+        crawl(web, d)
+        first = stored(d)
+        pinged = sorted(first)[:3]
+        subprocess.run([*CRAWL, "recrawl", "ping", "--dir", str(d), *pinged], check=True,
+                       capture_output=True, timeout=60)
+        crawl(web, d, "--recrawl", "--duration", "6s")
+        events = [e for e in read_log(d / "log") if e.get("event") == "fetch"]
+        again = Counter(e["url"] for e in events if e.get("outcome") in ("ok", "not-modified"))
+        for url in pinged:
+            assert again[url] == 2, (url, again[url])
+        # the re-fetch was conditional: the unchanged page answered 304
+        assert any(e["url"] in pinged and e.get("outcome") == "not-modified" for e in events)
+        # nothing else was fetched twice
+        assert all(n == 1 for u, n in again.items() if u not in pinged)

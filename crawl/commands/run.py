@@ -66,6 +66,13 @@ def _apply_config(ctx: click.Context, path: Path | None) -> None:
               help="Live panel on a terminal, one line per --interval otherwise.")
 @click.option("--interval", type=DURATION, default=10.0, show_default=True, help="Seconds between plain progress lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON on stdout.")
+@click.option("--recrawl", is_flag=True,
+              help="Run continuously: besides discovery, re-fetch pages when the freshness model "
+                   "(crawl recrawl) says they are due. Ends on --duration or a signal.")
+@click.option("--recrawl-share", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Share of lease capacity kept for re-crawl when discovery also has work.")
+@click.option("--recrawl-budget", type=float, default=0.0,
+              help="Re-crawl fetches per second (0: --recrawl-share of each lease batch).")
 @click.option("--parse-procs", type=click.IntRange(0, 64), default=0, show_default=True,
               help="Run dedupe, parse and seen in N child processes (0: in this process). "
                    "Uses a second core; the fetch side keeps this one.")
@@ -107,7 +114,8 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         scope=Scope(kw["scope"], tuple(kw["allow"]), tuple(kw["deny"]), kw["max_depth"]),
         politeness=politeness, fetch=fetch_cfg,
         parse=ParseConfig(agent=fetch_cfg.agent_token), lease_seconds=kw["lease"],
-        parse_procs=kw["parse_procs"], **net,
+        parse_procs=kw["parse_procs"], recrawl=kw["recrawl"], recrawl_share=kw["recrawl_share"],
+        recrawl_budget=kw["recrawl_budget"], **net,
     )
     cdir = CrawlDir(crawl_dir)
     cdir.root.mkdir(parents=True, exist_ok=True)
