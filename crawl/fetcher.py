@@ -14,7 +14,6 @@ Nothing here writes: the captures go to the single WARC writer of
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import time
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from . import records
 from .dns import AddressPolicy, DnsError, Resolver
 from .exchange import Exchange, Limits, exchange
 from .history import History
+from .politeness import parse_retry_after
 from .records import Record
 from .robots_fetch import RobotsFetcher, RobotsInfo
 from .store import Capture, warc_date
@@ -62,16 +62,7 @@ def type_wanted(content_type: str | None, wanted: tuple[str, ...]) -> bool:
 
 def retry_after(value: str | None, now: float) -> float | None:
     """RFC 9110 section 10.2.3: delay-seconds or an HTTP-date, as seconds from now."""
-    if not value:
-        return None
-    v = value.strip()
-    if v.isdigit():
-        return float(v)
-    try:
-        dt = email.utils.parsedate_to_datetime(v)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, dt.timestamp() - now)
+    return parse_retry_after(value, now)
 
 
 @dataclass

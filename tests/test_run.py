@@ -153,7 +153,7 @@ def test_run_covers_the_web_politely(mixed_web: TestWeb, tmp_path: Path) -> None
 
 
 def test_sigkill_resume_gives_the_same_pages(tmp_path: Path) -> None:
-    with start_testweb(tmp_path / "w", hosts=40, seed=5, pages=8, links=4, mix="plain") as web:
+    with start_testweb(tmp_path / "w", hosts=40, seed=5, pages=16, links=4, mix="plain") as web:
         ref = tmp_path / "ref"
         crawl(web, ref)
         want = set(stored(ref))
@@ -162,12 +162,14 @@ def test_sigkill_resume_gives_the_same_pages(tmp_path: Path) -> None:
         d = tmp_path / "killed"
         rng = random.Random(11)
         kills = 0
-        for i in range(12):
+        for i in range(30):
+            if kills >= 12:
+                break
             # alternate: parse side in-process, then in a child process
             extra = ("--parse-procs", "1") if i % 2 else ()
             proc = subprocess.Popen(run_args(web, d, *extra), stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True)
-            time.sleep(rng.uniform(0.8, 2.5))
+            time.sleep(rng.uniform(0.6, 1.8))
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)  # the whole process tree
                 kills += 1
