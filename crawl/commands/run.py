@@ -12,7 +12,8 @@ from .. import records
 from ..display import make_display, summary
 from ..errors import UsageError
 from ..parse import ParseConfig
-from ..run import Budgets, Crawl, RunOptions, run_crawl
+from ..run import Budgets, Crawl, RunOptions
+from ..run_loop import run_crawl
 from ..scope import MODES, Scope
 from ..state import CrawlDir
 from ._common import dir_option
