@@ -176,11 +176,12 @@ class StoreOptions:
 
 
 def _origin_budget(concurrency: int) -> int:
-    """Idle per-origin pools to keep: 4 per worker, within the open-file limit
-    (each keeps one socket; the workers, WARC files and LMDB need theirs)."""
+    """Idle per-origin pools to keep: one per active host (a polite crawl comes
+    back to each host about once a second), up to 8,192, within the open-file
+    limit (each keeps one socket; the workers, WARC files and LMDB need theirs)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     room = soft - concurrency * 2 - 64 if soft != resource.RLIM_INFINITY else 1 << 20
-    return max(16, min(concurrency * 4, room))
+    return max(16, min(8192, room))
 
 
 @asynccontextmanager

@@ -138,6 +138,7 @@ class _Framer:
         self._start()
 
     def _start(self) -> None:
+        self._parts: list[bytes] = []
         if self.compression == "gzip":
             self._c: Any = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS + 16)
         elif self.compression == "zstd":
@@ -146,11 +147,14 @@ class _Framer:
             self._c = None
 
     def write(self, data: bytes) -> None:
-        self.raw.write(self._c.compress(data) if self._c else data)
+        if self._c is None:
+            self.raw.write(data)
+        else:
+            self._parts.append(data)  # warcio writes in small pieces: compress once per record
 
     def flush(self) -> None:
         if self._c is not None:
-            self.raw.write(self._c.flush())
+            self.raw.write(self._c.compress(b"".join(self._parts)) + self._c.flush())
             self._start()
 
 
