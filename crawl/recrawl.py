@@ -113,6 +113,16 @@ class Recrawler:
 
     # ---- small helpers (inside a transaction) ---------------------------
 
+    def _page_of(self, txn: Any, url: object) -> tuple[bytes, dict[str, Any]] | None:
+        """The page state of a record's URL (new if unknown); None for a bad URL."""
+        if not isinstance(url, str) or not url:
+            return None
+        try:
+            key = url_key(url)
+            return key, self._get(txn, key, url) or self._new_page(url)
+        except ValueError:
+            return None
+
     def _get(self, txn: Any, key: bytes, url: str) -> dict[str, Any] | None:
         raw = txn.get(key, db=self.pages)
         if raw is None:
@@ -255,17 +265,12 @@ class Recrawler:
             c = self._c(txn)
             unplanned = self.cfg.budget > 0 and txn.get(b"mu", db=self.meta) is None
             for rec in fetches:
-                url = rec.get("url")
                 outcome = rec.get("outcome")
-                if not isinstance(url, str) or not url:
+                found = self._page_of(txn, rec.get("url"))
+                if found is None:
                     counts["ignored"] += 1
                     continue
-                try:
-                    key = url_key(url)
-                    page = self._get(txn, key, url) or self._new_page(url)
-                except ValueError:
-                    counts["ignored"] += 1
-                    continue
+                key, page = found
                 t = num(rec.get("fetched_at")) or num(rec.get("ts")) or now
                 if outcome not in ("ok", "not-modified"):
                     if rec.get("status") in GONE and page.get("last") is not None:
@@ -298,16 +303,11 @@ class Recrawler:
         counts = {"links": 0, "hints": 0, "ignored": 0}
         with self.env.begin(write=True) as txn:
             for rec in links:
-                url = rec.get("url")
-                if rec.get("kind") not in records.URL_KINDS or not isinstance(url, str) or not url:
+                found = self._page_of(txn, rec.get("url")) if rec.get("kind") in records.URL_KINDS else None
+                if found is None:
                     counts["ignored"] += 1
                     continue
-                try:
-                    key = url_key(url)
-                    page = self._get(txn, key, url) or self._new_page(url)
-                except ValueError:
-                    counts["ignored"] += 1
-                    continue
+                key, page = found
                 counts["links"] += 1
                 if learn_link(page, rec):
                     slot = page.get("slot")
