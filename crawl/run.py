@@ -36,7 +36,7 @@ import orjson
 import trio
 
 from . import records
-from .canon import CANON_VERSION, CanonError, canonicalize
+from .canon import CanonError
 from .crawllog import CrawlLog, event_of
 from .dedupe import Deduper
 from .dns import AddressPolicy
@@ -52,7 +52,7 @@ from .records import Record
 from .recrawl import Recrawler
 from .report import RUN_STATUS
 from .scope import Scope
-from .seen import SeenSet
+from .seen import SeenSet, canonical
 from .spool import Spool
 from .state import CrawlDir, open_env
 from .store import read_response
@@ -164,18 +164,11 @@ class Crawl:
         for rec in recs:
             if rec.get("kind") not in records.URL_KINDS:
                 continue
-            fp = rec.get("fp")
-            if isinstance(fp, str):
-                fp = int(fp, 16)
-            if rec.get("canon_v") != CANON_VERSION or not isinstance(fp, int):
-                try:
-                    c = canonicalize(rec["url"])
-                except CanonError:
-                    counts["rejected"] += 1
-                    continue
-                rec = records.derive(rec, rec["kind"], url=c.url, fp=c.fp_hex, host=c.host,
-                                     canon_v=CANON_VERSION)
-                fp = c.fp
+            try:
+                rec, fp = canonical(rec)
+            except CanonError:
+                counts["rejected"] += 1
+                continue
             if self.opts.scope.reason_out(rec["url"], int(rec.get("depth") or 0)):
                 counts["out_of_scope"] += 1
                 continue

@@ -55,6 +55,23 @@ def _fp_of(value: object) -> int | None:
     return None
 
 
+def canonical(rec: Record) -> tuple[Record, int]:
+    """A URL record in canonical form and its fingerprint.
+
+    A record that already carries a valid ``fp`` from the same canon rule
+    version is trusted as is; anything else is canonicalised again (with
+    ``url``, ``fp``, ``surt``, ``host``, ``canon_v`` set). Raises CanonError.
+    """
+    from .canon import CANON_VERSION, canonicalize
+
+    fp = _fp_of(rec.get("fp"))
+    if rec.get("canon_v") == CANON_VERSION and fp is not None:
+        return rec, fp
+    c = canonicalize(rec["url"])
+    return records.derive(rec, rec["kind"], url=c.url, fp=c.fp_hex, surt=c.surt,
+                          host=c.host, canon_v=CANON_VERSION), c.fp
+
+
 def key_of(fp: int) -> bytes:
     """The exact set's key: big-endian, so LMDB order is numeric order."""
     return fp.to_bytes(8, "big")
@@ -259,7 +276,7 @@ class SeenSet:
         ``reject`` records (they are not silently dropped). Other kinds pass
         through untouched.
         """
-        from .canon import CANON_VERSION, CanonError, canonicalize
+        from .canon import CanonError
 
         staged: list[Record] = []
         fps: list[int] = []
@@ -268,21 +285,14 @@ class SeenSet:
             if rec.get("kind") not in records.URL_KINDS:
                 staged.append(rec)
                 continue
-            fp = _fp_of(rec.get("fp"))
-            if rec.get("canon_v") == CANON_VERSION and fp is not None:
-                out = rec  # already canonical: trust it (same rule version)
-            else:
-                try:
-                    c = canonicalize(rec["url"])
-                except CanonError as exc:
-                    self._count("rejected")
-                    staged.append(records.make(
-                        "reject", input=rec["url"], error=getattr(exc, "reason", "invalid-url"),
-                        detail=str(exc), stage="seen"))
-                    continue
-                out = records.derive(rec, rec["kind"], url=c.url, fp=c.fp_hex, surt=c.surt,
-                                     host=c.host, canon_v=CANON_VERSION)
-                fp = c.fp
+            try:
+                out, fp = canonical(rec)
+            except CanonError as exc:
+                self._count("rejected")
+                staged.append(records.make(
+                    "reject", input=rec["url"], error=getattr(exc, "reason", "invalid-url"),
+                    detail=str(exc), stage="seen"))
+                continue
             slots.append(len(staged))
             staged.append(out)
             fps.append(fp)
