@@ -197,12 +197,49 @@ RULES: tuple[Rule, ...] = (
 
 _DEFAULT = TrapPolicy()
 
+# A query key that a rule reads (a date or a page number): only then does a
+# query need the rules. Keys compare lower-cased, as the rules do.
+_KEY_RULES = re.compile(
+    "[?&](?:" + "|".join(re.escape(k) for k in sorted(_DATE_KEYS | _PAGE_KEYS))
+    + r"|[^&=]*[_.\-]date)(?:=|&|$)", re.IGNORECASE)
+
+
+def _clean(url: str, depth: int, p: TrapPolicy) -> bool:
+    """True when no rule can fire: the common case, decided without the rules.
+
+    Each test is a necessary condition of a rule (more '/' than segments
+    allowed, a path ending in a digit, a segment seen twice, more '&' than
+    parameters allowed, a date or page key), so a False only means "ask the
+    rules". tests/test_traps.py checks it against them.
+    """
+    if depth > p.max_depth:
+        return False
+    start = url.find("//")
+    slash = url.find("/", start + 2 if start >= 0 else 0)
+    if slash < 0:
+        return False
+    q = url.find("?", slash)
+    path = url[slash:q] if q >= 0 else url[slash:]
+    if q >= 0 and q + 1 < len(url):
+        if url.count("&", q) >= p.max_query_params or _KEY_RULES.search(url, q):
+            return False
+    n = path.count("/")
+    if n > p.max_path_segments or path[-1:].isdigit() or path[-2:-1].isdigit():
+        return False
+    if n >= 3:
+        segs = path.split("/")
+        if "" in segs:
+            segs = [x for x in segs if x]
+        if len(set(segs)) != len(segs):
+            return False
+    return True
+
 
 def check(url: str, depth: int = 0, policy: TrapPolicy | None = None) -> Verdict | None:
     """The first trap rule ``url`` trips, with the action the policy gives it."""
     if policy is None:
         policy = _DEFAULT
-    if policy.mode == "off":
+    if policy.mode == "off" or _clean(url, depth, policy):
         return None
     u = shape(url, depth)
     for rule in RULES:

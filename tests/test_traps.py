@@ -109,3 +109,33 @@ def test_any_path_repeated_back_to_back_is_a_trap(segs: list[str], times: int) -
 def test_never_raises(url: str, depth: int) -> None:
     v = traps.check(url, depth, P)
     assert v is None or v.action in (DROP, DEMOTE)
+
+
+_SEGS = st.sampled_from(["a", "b", "2024", "05", "17", "2024-05", "x.html", "", "page", "3001"])
+_KEYS = st.sampled_from(["a", "page", "P", "offset", "month", "ev_date", "Ev.Date", "x", "start",
+                         "update", "mon", "dt", ""])
+_VALUES = st.sampled_from(["", "1", "101", "2024", "1850-01", "abc", "2024-05-17", "=="])
+
+
+@given(
+    segs=st.lists(_SEGS, max_size=18),
+    slash=st.booleans(),
+    params=st.lists(st.tuples(_KEYS, _VALUES), max_size=7),
+    mark=st.booleans(),
+    depth=st.integers(0, 20),
+    mode=st.sampled_from(["default", "demote"]),
+)
+def test_fast_clean_check_agrees_with_the_rules(segs: list[str], slash: bool,
+                                                params: list[tuple[str, str]], mark: bool,
+                                                depth: int, mode: str) -> None:
+    url = "http://a.test/" + "/".join(segs) + ("/" if slash and segs else "")
+    if params or mark:
+        url += "?" + "&".join(f"{k}={v}" if v else k for k, v in params)
+    policy = TrapPolicy(mode=mode, year=2026)
+    u = traps.shape(url, depth)
+    slow = next((v for rule in traps.RULES if (v := rule(u, policy)) is not None), None)
+    if traps._clean(url, depth, policy):
+        assert slow is None, url
+    if slow is not None and mode == "demote":
+        slow = traps.Verdict(slow.reason, DEMOTE)
+    assert traps.check(url, depth, policy) == slow
