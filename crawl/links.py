@@ -10,18 +10,28 @@ libxml2's HTML parser building a tree, walked with ``iter(*tags)``, was the
 fastest variant measured in scripts/bench_parse.py: the tag filter runs in
 C, so only link-bearing elements cost Python time. Pages with markup after
 ``</html>`` take a slower path that does not lose it (see :func:`_elements`).
+
+:func:`scan` reads the page's facts (base, canonical, robots, title) first,
+in a walk over only ``base``, ``meta``, ``link`` and ``title``, and hands out
+the links as a :class:`LinkStream`, made one at a time: the parse stage stops
+taking them at its links-per-page cap and only counts the rest, so a page of
+60,000 links costs little more than its tree past the cap.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from lxml import etree
 
-# Tags we look at, in one C-filtered walk of the tree.
+# Tags we look at, in C-filtered walks of the tree: the page's facts, then
+# the link-bearing elements in document order.
 _TAGS = ("a", "area", "link", "iframe", "frame", "base", "meta", "title")
+_HEAD_TAGS = ("base", "meta", "link", "title")
+_LINK_TAGS = ("a", "area", "link", "iframe", "frame", "meta")
 
 # <link rel> values that name sub-resources or endpoints, not pages to crawl.
 RESOURCE_RELS = frozenset(
@@ -100,13 +110,20 @@ def _markup_after_end(utf8: bytes) -> bool:
 
 
 def _elements(utf8: bytes) -> tuple[list[etree._Element], str | None]:
-    """The link-bearing elements in document order, and a parse error if any.
+    """The elements of :data:`_TAGS` in document order, and a parse error if any."""
+    src, error = _document(utf8)
+    return (list(src.iter(*_TAGS)) if isinstance(src, etree._Element) else src), error
 
-    Two ways to the same list. The fast one builds the tree and walks it with
-    a C-level tag filter. libxml2 2.14's tree builder, though, drops all
-    markup after ``</html>``, which browsers (and so link authors) treat as
-    part of the body; for such pages an ``HTMLPullParser`` with the same tag
-    filter is used, whose start events still report those elements.
+
+def _document(utf8: bytes) -> tuple[etree._Element | list[etree._Element], str | None]:
+    """The parsed tree, or the elements of :data:`_TAGS` in document order.
+
+    Two ways to the same elements. The fast one builds the tree, which is
+    then walked with a C-level tag filter. libxml2 2.14's tree builder,
+    though, drops all markup after ``</html>``, which browsers (and so link
+    authors) treat as part of the body; for such pages an ``HTMLPullParser``
+    with the same tag filter is used, whose start events still report those
+    elements (returned as a list).
     """
     if not _markup_after_end(utf8):
         try:
@@ -115,7 +132,7 @@ def _elements(utf8: bytes) -> tuple[list[etree._Element], str | None]:
             return [], f"unparsable HTML: {exc}"
         if root is None:
             return [], "unparsable HTML: no document element"
-        return list(root.iter(*_TAGS)), _stopped_early(_TREE_PARSER.error_log)
+        return root, _stopped_early(_TREE_PARSER.error_log)
     parser = etree.HTMLPullParser(events=("start",), tag=_TAGS, **_PARSER_OPTIONS)
     error = None
     try:
@@ -175,6 +192,8 @@ def anchor_text(el: etree._Element | None, limit: int) -> str:
         return ""
     if el.tag == "area":
         text = el.get("alt") or ""
+    elif not len(el) and el.text and not el.text.isspace():  # <a>text</a>: the common case
+        text = el.text
     else:
         text = etree.tostring(el, method="text", encoding=str, with_tail=False)
         if not text.strip():
@@ -212,56 +231,119 @@ def refresh_target(content: str) -> str | None:
     return s or None
 
 
-def extract(utf8: bytes, agent: str = "crawl") -> HtmlPage:
-    """Parse a UTF-8 HTML document and collect its links, in document order.
+class LinkStream:
+    """A page's links in document order, each made when it is asked for.
 
-    Never raises on content: a document libxml2 cannot make a tree of
-    (binary junk, an empty body) yields a page with ``error`` set and no links.
+    Iterate to get :class:`RawLink` objects; after stopping early,
+    :meth:`count_rest` counts the links that were not taken, without making
+    them. ``position`` numbers links as :func:`extract` does.
+    """
+
+    __slots__ = ("_els", "_agent", "_canonical_pending", "position")
+
+    def __init__(self, elements: Iterable[etree._Element], agent: str, canonical: bool) -> None:
+        self._els = iter(elements)
+        self._agent = agent.lower()
+        # The first <link rel=canonical href> is the page's canonical, not a link.
+        self._canonical_pending = canonical
+        self.position = 0
+
+    def __iter__(self) -> Iterator[RawLink]:
+        for el in self._els:
+            tag = el.tag
+            if tag == "a" or tag == "area":
+                href = el.get("href")
+                if href is None:
+                    continue
+                rel = el.get("rel")
+                raw = RawLink(href, tag, tuple(rel.lower().split()) if rel else (),
+                              self.position, el)
+            elif tag == "iframe" or tag == "frame":
+                src = el.get("src")
+                if src is None:
+                    continue
+                raw = RawLink(src, tag, (), self.position, None)
+            else:
+                found = self._other(el)
+                if found is None:
+                    continue
+                raw = found
+            self.position += 1
+            yield raw
+
+    def _other(self, el: etree._Element) -> RawLink | None:
+        """The link of a ``link`` or ``meta`` element, if it is one."""
+        if el.tag == "link":
+            href = el.get("href")
+            rel_attr = el.get("rel")
+            if href is None or not rel_attr:
+                return None
+            rels = tuple(rel_attr.lower().split())
+            if "canonical" in rels and self._canonical_pending:
+                self._canonical_pending = False
+                return None
+            if rels and not all(r in RESOURCE_RELS for r in rels):
+                return RawLink(href, "link", rels, self.position, None)
+            return None
+        if el.tag == "meta":
+            name = (el.get("name") or "").lower()
+            if name == "robots" or name == self._agent:
+                return None
+            if (el.get("http-equiv") or "").lower() == "refresh":
+                target = refresh_target(el.get("content") or "")
+                if target:
+                    return RawLink(target, "meta-refresh", ("refresh",), self.position, None)
+        return None
+
+    def count_rest(self) -> int:
+        """How many links are left, counted without making them."""
+        n = 0
+        for el in self._els:
+            tag = el.tag
+            if tag == "a" or tag == "area":
+                n += el.get("href") is not None
+            elif tag == "iframe" or tag == "frame":
+                n += el.get("src") is not None
+            elif self._other(el) is not None:
+                n += 1
+        self.position += n
+        return n
+
+
+def scan(utf8: bytes, agent: str = "crawl") -> tuple[HtmlPage, LinkStream]:
+    """Parse a UTF-8 HTML document: its facts now, its links as a stream.
+
+    The page's ``links`` list stays empty; the links come from the stream,
+    in document order. Never raises on content: a document libxml2 cannot
+    make a tree of (binary junk, an empty body) yields a page with ``error``
+    set and an empty stream.
     """
     page = HtmlPage()
     if not utf8.strip():
         page.error = "empty document"
-        return page
-    elements, page.error = _elements(utf8)
-    links = page.links
+        return page, LinkStream((), agent, False)
+    src, page.error = _document(utf8)
+    if isinstance(src, etree._Element):
+        head: Iterable[etree._Element] = src.iter(*_HEAD_TAGS)
+        body: Iterable[etree._Element] = src.iter(*_LINK_TAGS)
+    else:  # the pull parser's list of elements
+        head = [el for el in src if el.tag in _HEAD_TAGS]
+        body = [el for el in src if el.tag in _LINK_TAGS]
     robots: list[str] = []
-    pos = 0
     lower_agent = agent.lower()
-    for el in elements:
+    for el in head:
         tag = el.tag
-        if tag == "a" or tag == "area":
-            href = el.get("href")
-            if href is not None:
-                rel = el.get("rel")
-                links.append(RawLink(href, tag, tuple(rel.lower().split()) if rel else (), pos, el))
-                pos += 1
-        elif tag == "link":
-            href = el.get("href")
-            rel_attr = el.get("rel")
-            if href is None or not rel_attr:
-                continue
-            rels = tuple(rel_attr.lower().split())
-            if "canonical" in rels and page.canonical is None:
-                page.canonical = href
-            elif rels and not all(r in RESOURCE_RELS for r in rels):
-                links.append(RawLink(href, "link", rels, pos, None))
-                pos += 1
-        elif tag == "iframe" or tag == "frame":
-            src = el.get("src")
-            if src is not None:
-                links.append(RawLink(src, tag, (), pos, None))
-                pos += 1
+        if tag == "link":
+            if page.canonical is None and el.get("href") is not None:
+                rel_attr = el.get("rel")
+                if rel_attr and "canonical" in rel_attr.lower().split():
+                    page.canonical = el.get("href")
         elif tag == "meta":
             name = (el.get("name") or "").lower()
             if name == "robots" or name == lower_agent:
                 content = el.get("content")
                 if content:
                     robots.append(content)
-            elif (el.get("http-equiv") or "").lower() == "refresh":
-                target = refresh_target(el.get("content") or "")
-                if target:
-                    links.append(RawLink(target, "meta-refresh", ("refresh",), pos, None))
-                    pos += 1
         elif tag == "base":
             if page.base is None and el.get("href") is not None:
                 page.base = el.get("href")
@@ -269,4 +351,15 @@ def extract(utf8: bytes, agent: str = "crawl") -> HtmlPage:
             page.title = " ".join((el.text or "").split())[:200]
     if robots:
         page.robots = robots_directives(robots, agent)
+    return page, LinkStream(body, agent, page.canonical is not None)
+
+
+def extract(utf8: bytes, agent: str = "crawl") -> HtmlPage:
+    """Parse a UTF-8 HTML document and collect its links, in document order.
+
+    Never raises on content: a document libxml2 cannot make a tree of
+    (binary junk, an empty body) yields a page with ``error`` set and no links.
+    """
+    page, stream = scan(utf8, agent)
+    page.links = list(stream)
     return page

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import ada_url
 
 from . import charset, feed, links, records, sitemap, traps
-from .canon import CANON_VERSION, DEFAULT, CanonConfig, CanonError, canonicalize
+from .canon import CANON_VERSION, DEFAULT, CanonConfig, CanonError, Resolver, canonicalize
 from .records import Record
 
 PRIORITY_MAX = 9
@@ -117,7 +117,7 @@ class _Emitter:
     def __init__(self, page_url: str, base: str, parent: Record, cfg: ParseConfig,
                  result: PageResult) -> None:
         self.page_url = page_url
-        self.base = base
+        self.resolve = Resolver(base, cfg.canon)  # canonicalize(href, base, cfg.canon)
         self.cfg = cfg
         self.result = result
         self.depth = _int_field(parent.get("depth"), 0)
@@ -131,6 +131,14 @@ class _Emitter:
             self.seen.add(canonicalize(page_url, None, cfg.canon).fp)  # self-links are noise
         except CanonError:
             pass
+
+    @property
+    def base(self) -> str:
+        return self.resolve.base
+
+    @base.setter
+    def base(self, base: str) -> None:
+        self.resolve = Resolver(base, self.canon)
 
     def reject(self, href: str, error: str, source: str, position: int | None) -> None:
         if self.cfg.rejects:
@@ -153,7 +161,7 @@ class _Emitter:
             r.add("dup_in_page")
             return None
         try:
-            c = canonicalize(href.strip(), self.base, self.canon)
+            c = self.resolve(href.strip())
         except CanonError as exc:
             if exc.reason == "unsupported-scheme":
                 r.add("not_http")  # mailto:, javascript:, tel: -- not crawlable, not wrong
@@ -213,7 +221,7 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
     utf8, replaced = charset.to_utf8(body, detected)
     if replaced:
         r.add("charset_replaced")
-    page = links.extract(utf8, cfg.agent)
+    page, stream = links.scan(utf8, cfg.agent)
     if page.error:
         r.add("parse_errors")
     if page.base:
@@ -242,10 +250,10 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
         rec = em.emit(canonical_href, "link", ("canonical",), None, same_depth=True)
         canonical = rec["url"] if rec is not None else None
     cap = cfg.max_links
-    for raw in page.links:
-        if len(r.links) >= cap:
-            r.add("links_cut")
-            continue
+    for raw in stream:
+        if len(r.links) >= cap:  # the rest are counted, not made or resolved
+            r.add("links_cut", 1 + stream.count_rest())
+            break
         penalty = 0
         rels = raw.rel
         if nofollow or "nofollow" in rels:
