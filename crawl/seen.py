@@ -129,7 +129,7 @@ class SeenSet:
         fp_rate: float = 0.01,
         sync: bool = True,
         save_every: int = 2_000_000,
-        delta_max: int = 1 << 15,
+        delta_max: int = 1 << 12,
     ) -> None:
         self.path = Path(path)
         self.env = open_env(self.path, sync=sync)
@@ -243,22 +243,24 @@ class SeenSet:
                 np.frombuffer(vals, dtype=">u4").astype(_IDS))
 
     def _find(self, txn: lmdb.Transaction, q: np.ndarray, ask: np.ndarray | None = None,
-              ) -> tuple[np.ndarray, np.ndarray]:
+              *, recent: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(found in a run, found in the recent tree) for sorted unique ``q``.
 
-        The runs are searched for every fingerprint (one vectorised pass
-        each); the recent tree only for those ``ask`` selects (the filter's
-        "maybe"s) that no run holds.
+        Only the fingerprints ``ask`` selects (default: all) are looked up:
+        in each run with one vectorised search, then one by one in the recent
+        tree for those no run holds.
         """
         in_runs = np.zeros(len(q), dtype=bool)
-        for fps, _ in self._run_arrays(txn):
-            pos = np.searchsorted(fps, q)
-            np.minimum(pos, len(fps) - 1, out=pos)
-            in_runs |= fps[pos] == q
+        where = np.arange(len(q)) if ask is None else np.flatnonzero(ask)
+        sub = q[where]
+        if len(sub):
+            for fps, _ in self._run_arrays(txn):
+                pos = np.searchsorted(fps, sub)
+                np.minimum(pos, len(fps) - 1, out=pos)
+                in_runs[where[fps[pos] == sub]] = True
         in_recent = np.zeros(len(q), dtype=bool)
-        rest = ~in_runs if ask is None else ask & ~in_runs
-        if txn.stat(self.urls)["entries"] and rest.any():
-            where = np.flatnonzero(rest)
+        where = where[~in_runs[where]]
+        if recent and len(where) and txn.stat(self.urls)["entries"]:
             keys = map(int.to_bytes, q[where].tolist(), repeat(8), repeat("big"))
             got = np.fromiter((v is not None for v in map(txn.get, keys)), dtype=bool,
                               count=len(where))
@@ -333,7 +335,16 @@ class SeenSet:
         q, first = np.unique(a, return_index=True)  # sorted: runs and B-tree like that
         maybe = self.bloom.maybe_array(q)
         with self.env.begin(write=True, buffers=True, db=self.urls) as txn:
+            # The filter answers "definitely new" only while it has absorbed
+            # every key of the set; if another writer added some since, the
+            # runs are searched for the whole batch (the recent tree's
+            # put(overwrite=False) catches the rest).
+            trusted = self._size(txn) == self.bloom.covers
             in_runs, in_recent = self._find(txn, q, ask=maybe)
+            if not trusted:
+                self._count("bloom_untrusted_batches")
+                in_runs2, _ = self._find(txn, q, ask=~maybe, recent=False)
+                in_runs |= in_runs2
             known = in_runs | in_recent
             fresh = q[~known]
             added = self._insert(txn, fresh) if len(fresh) else np.zeros(0, dtype=bool)
