@@ -184,8 +184,17 @@ class Frontier:
 
     def state_of(self, url: str) -> str | None:
         """queued / leased / done / dropped, or None if the frontier never saw it."""
+        fp = hq.u64(fingerprint(url))
         with self.env.begin() as txn:
-            v = txn.get(hq.u64(fingerprint(url)), db=self.db["known"])
-        return hq.STATE_NAMES[hq.decode_known(v)[0]] if v else None
+            v = txn.get(fp, db=self.db["known"])
+            if not v:
+                return None
+            state = hq.decode_known(v)[0]
+            if state == hq.QUEUED:  # a leased URL keeps "queued" in known: look for its lease
+                fp_le = hq.from_u64(fp).to_bytes(8, "little")
+                for raw in txn.cursor(db=self.db["leases"]).iternext(keys=False):
+                    if raw[hq.LEASE_FP] == fp_le:
+                        return "leased"
+        return hq.STATE_NAMES[state]
 
 

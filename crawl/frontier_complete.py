@@ -146,7 +146,7 @@ def complete_one(t: Tx, rec: Record) -> Record:
     if isinstance(new_ip, str) and new_ip and len(new_ip) <= 64:
         h.ip = new_ip
     if disposition in ("backoff", "retry", "deferred"):
-        t.back_to_queue(lease, h, entry.encode(h.name))
+        t.back_to_queue(lease, h, hq.with_counts(lease.entry, entry.attempts, entry.fails))
     else:
         state = hq.DONE if disposition == "done" else hq.DROPPED
         t.set_known(lease.fp, state, outcome_code(outcome))

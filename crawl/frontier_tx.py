@@ -154,7 +154,7 @@ class Tx(IpSlots):
     def reschedule(self, hid: int, h: HostState) -> None:
         if h.lease:
             return
-        prio = self.head_priority(hid)
+        prio = self.head_priority(hid) if h.queued > 0 else None
         if prio is None:
             self.unschedule(hid, h)
         else:
@@ -287,24 +287,30 @@ class Tx(IpSlots):
         else:
             cur.delete()
             self.tails.pop((hid, prio), None)
-        entry.attempts += 1
+        attempts = entry.attempts + 1
         lease_id = self.take("lease")
         deadline = self.now + lease_seconds
-        fp = fingerprint(entry.url)
-        value = hq.Lease(hid, prio, seq, deadline, self.now, fp, entry.encode(h.name)).encode()
+        url = entry.url
+        # The URL's known state stays "queued" while it is leased (add treats
+        # both alike; state_of finds the lease): one random page less per lease.
+        value = hq.lease_value(hid, prio, seq, deadline, self.now, fingerprint(url),
+                               hq.with_counts(first, attempts, entry.fails))
         self.txn.put(hq.u64(lease_id), value, db=self.dl)
         self.txn.put(hq.time_key(hq.ms_up(deadline), lease_id), b"", db=self.ddl)
-        self.set_known(fp, hq.LEASED)
         h.lease = lease_id
         h.queued -= 1
         self.count("queued", -1)
         if ip is not None:
             self.put_ip(h.ip, ip[0] + 1, ip[1])
-        name = lease_name(lease_id)
-        return records.derive(
-            entry.record(), "lease", lease=name, url=entry.url, host=h.name,
-            attempt=entry.attempts, deadline=deadline,
-        )
+        rec: Record = orjson.loads(entry.extra) if entry.extra else {}
+        rec["url"] = url
+        rec["kind"] = "lease"
+        rec["v"] = records.VERSION
+        rec["lease"] = lease_name(lease_id)
+        rec["host"] = h.name
+        rec["attempt"] = attempts
+        rec["deadline"] = deadline
+        return rec
 
     # ---- complete and expire -----------------------------------------------------------
 
@@ -353,8 +359,7 @@ class Tx(IpSlots):
             key = hq.queue_key(lease.hid, lease.prio, lease.seq)
             self.txn.put(key, item, db=self.dq)
             self.tails[(lease.hid, lease.prio)] = (key, len(item))
-        self.set_known(lease.fp, hq.QUEUED)
-        h.queued += 1
+        h.queued += 1  # its known state stayed "queued" through the lease
         self.count("queued")
         self.reschedule(lease.hid, h)
 

@@ -124,6 +124,11 @@ class Entry:
         return encode_entry(self.url, host, rec, self.attempts, self.fails)
 
 
+def with_counts(value: bytes, attempts: int, fails: int) -> bytes:
+    """A stored entry with its attempt and failure counts replaced (no re-encoding)."""
+    return value[:1] + bytes((min(attempts, 255), min(fails, 255))) + value[3:]
+
+
 def decode_entry(value: bytes, host: str) -> Entry:
     flag, attempts, fails, n = _QVAL.unpack_from(value)
     start = _QVAL.size
@@ -181,6 +186,13 @@ class Lease:
             _LVAL.pack(self.hid, self.prio, self.seq, self.deadline, self.leased_at, self.fp)
             + self.entry
         )
+
+
+def lease_value(hid: int, prio: int, seq: int, deadline: float, leased_at: float, fp: int, entry: bytes) -> bytes:
+    return _LVAL.pack(hid, prio, seq, deadline, leased_at, fp) + entry
+
+
+LEASE_FP = slice(_LVAL.size - 8, _LVAL.size)  # where a lease value keeps the URL's fingerprint
 
 
 def decode_lease(value: bytes) -> Lease:
