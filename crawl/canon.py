@@ -313,7 +313,7 @@ def host_of(url: str) -> str:
 # query, less anything a rule looks at (';' session paths, '%' escapes) or
 # that parses differently when relative (':' schemes, '\\', leading '//').
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9\-._~!$&()*+,=@/]*\Z")
-_PLAIN_QUERY = re.compile(r"[A-Za-z0-9\-._~!$&()*+,=@/?:;]*\Z")
+_PLAIN = re.compile(r"[A-Za-z0-9\-._~!$&()*+,=@/]*(?:\?[A-Za-z0-9\-._~!$&()*+,=@/?:;]*)?\Z")
 
 
 class Resolver:
@@ -333,7 +333,7 @@ class Resolver:
     """
 
     __slots__ = ("base", "config", "_origin", "_origin_slash", "_dir", "_host", "_surt_head",
-                 "_limit")
+                 "_limit", "_probe")
 
     def __init__(self, base: str, config: CanonConfig = DEFAULT) -> None:
         self.base = base
@@ -341,6 +341,9 @@ class Resolver:
         self._origin: str | None = None  # None: no fast path for this base
         self._dir: str | None = None
         self._limit = config.max_length
+        # The tracking and session rules' probes in one (on the lowered query).
+        self._probe = re.compile(f"{config._tracking_query_re.pattern}|"
+                                 f"{config._session_query_re.pattern}")
         try:
             href, hs, he, ps, qs, fs = _parse(base, None)
             host = href[hs:he]
@@ -361,7 +364,7 @@ class Resolver:
     def __call__(self, href: str) -> Canonical:
         """Like ``canonicalize(href, self.base, self.config)``."""
         origin = self._origin
-        if origin is None or not href:
+        if origin is None or not href or len(href) > self._limit:
             return canonicalize(href, self.base, self.config)
         c = href[0]
         if c == "/":
@@ -374,34 +377,28 @@ class Resolver:
             rest = self._dir + href
         else:
             return canonicalize(href, self.base, self.config)
-        if len(href) > self._limit:
-            return canonicalize(href, self.base, self.config)  # too long: its error
-        rest, _, fragment = rest.partition("#")
-        if not fragment.isascii():  # dropped, but canonicalize refuses surrogates
-            return canonicalize(href, self.base, self.config)
-        path, mark, query = rest.partition("?")
-        if not _PLAIN_PATH.match(path) or "/." in path:
-            return canonicalize(href, self.base, self.config)
-        cfg = self.config
-        if mark:
-            if not _PLAIN_QUERY.match(query):
+        if "#" in rest:
+            rest, _, fragment = rest.partition("#")
+            if not fragment.isascii():  # dropped, but canonicalize refuses surrogates
                 return canonicalize(href, self.base, self.config)
+        if not _PLAIN.match(rest) or "/." in rest:
+            return canonicalize(href, self.base, self.config)
+        q = rest.find("?")
+        if q >= 0:
+            query = rest[q + 1 :]
             if query:
-                lower = query.lower()
-                if cfg._tracking_query_re.search(lower) or cfg._session_query_re.search(lower):
+                if self._probe.search(query.lower()):  # a parameter to strip, maybe
                     return canonicalize(href, self.base, self.config)
                 if "&" in query:  # the empty-query and sort-query rules
                     pairs = [x for x in query.split("&") if x]
-                    if cfg.sort_query:
+                    if self.config.sort_query:
                         pairs.sort(key=_param_name)
                     query = "&".join(pairs)
-            tail = f"{path}?{query}" if query else path
-        else:
-            tail = path
-        url = origin + tail
+            rest = f"{rest[:q]}?{query}" if query else rest[:q]
+        url = origin + rest
         if len(url) > self._limit:
             return canonicalize(href, self.base, self.config)
-        return _new_canonical(Canonical, (url, _xxh3(url.encode()), self._surt_head + tail,
+        return _new_canonical(Canonical, (url, _xxh3(url.encode()), self._surt_head + rest,
                                           self._host))
 
 

@@ -125,6 +125,12 @@ class _Emitter:
         self.duplicate = parent.get("duplicate_of") is not None
         self.canon = cfg.canon
         self.trap_policy = cfg.traps
+        # A link record's fields in their order; emit fills in the rest.
+        self.template: Record = {
+            "kind": "link", "v": records.VERSION, "url": "", "fp": "", "host": "",
+            "canon_v": CANON_VERSION, "parent": page_url, "depth": 0, "priority": 0,
+            "rel": [], "source": "",
+        }
         self.seen: set[int] = set()  # fingerprints emitted (or the page's own)
         self.hrefs: set[str] = set()  # hrefs as written that canonicalised
         try:
@@ -148,7 +154,7 @@ class _Emitter:
                 rec["position"] = position
             self.result.rejects.append(rec)
 
-    def emit(self, href: str, source: str, rel: Iterable[str], position: int | None, *,
+    def emit(self, href: str, source: str, rel: Iterable[str], position: int | None,
              same_depth: bool = False, penalty: int = 0, element: Any = None,
              extra: dict[str, Any] | None = None) -> Record | None:
         """One link record, or None (counted) if a filter drops the href.
@@ -187,12 +193,14 @@ class _Emitter:
         if self.duplicate:
             penalty += 1
         priority = self.priority + penalty
-        rec: Record = {
-            "kind": "link", "v": records.VERSION, "url": c.url, "fp": f"{fp:016x}", "host": c.host,
-            "canon_v": CANON_VERSION, "parent": self.page_url, "depth": depth,
-            "priority": priority if priority < PRIORITY_MAX else PRIORITY_MAX,
-            "rel": list(rel), "source": source,
-        }
+        rec: Record = self.template.copy()  # ~2x cheaper than a dict display here
+        rec["url"] = c.url
+        rec["fp"] = "%016x" % fp  # noqa: UP031 -- twice as fast as the f-string
+        rec["host"] = c.host
+        rec["depth"] = depth
+        rec["priority"] = priority if priority < PRIORITY_MAX else PRIORITY_MAX
+        rec["rel"] = list(rel)
+        rec["source"] = source
         if position is not None:
             rec["position"] = position
         if element is not None:
@@ -250,12 +258,12 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
         rec = em.emit(canonical_href, "link", ("canonical",), None, same_depth=True)
         canonical = rec["url"] if rec is not None else None
     cap = cfg.max_links
-    for raw in stream:
+    emit = em.emit
+    for href, source, rels, position, element in stream:
         if len(r.links) >= cap:  # the rest are counted, not made or resolved
             r.add("links_cut", 1 + stream.count_rest())
             break
         penalty = 0
-        rels = raw.rel
         if nofollow or "nofollow" in rels:
             if not cfg.follow_nofollow:
                 r.add("nofollow_links")
@@ -263,10 +271,9 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
             penalty += 1
         elif rels and not _DEMOTING_RELS.isdisjoint(rels):
             penalty += 1
-        if raw.position >= POSITION_DEMOTE:
+        if position >= POSITION_DEMOTE:
             penalty += 1
-        em.emit(raw.href, raw.source, rels, raw.position, penalty=penalty, element=raw.element,
-                same_depth=raw.source == "meta-refresh")
+        emit(href, source, rels, position, source == "meta-refresh", penalty, element)
     return {
         "type": "html", "charset": detected.encoding, "charset_source": detected.source,
         "replaced": replaced or None, "title": page.title or None, "noindex": noindex,
