@@ -31,14 +31,15 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
+import numpy as np
 import xxhash
 
 from . import records
 from .errors import CrawlError
 from .records import Record
-from .simhash import SimhashIndex, hamming, simhash_tokens
+from .simhash import SimhashIndex, hamming, shingle_hashes, simhash_of_hashes, word_hashes
 from .state import close_env, open_env
-from .text import Doc, analyse, shingles, words
+from .text import Doc, analyse, fold
 
 MAX_DISTANCE = 3
 MIN_WORDS = 8  # fewer words than this is not enough text to call anything a near-copy
@@ -59,16 +60,21 @@ def url_key(url: str) -> bytes:
 
 
 class Fingerprint:
-    """What one document boils down to (also what ``--explain`` prints)."""
+    """What one document boils down to (also what ``--explain`` prints).
+
+    ``skip_blocks`` gets the 8-byte hash of each text block (of its words,
+    so white space and case do not matter) and says which to keep.
+    """
 
     def __init__(self, url: str, body: bytes, content_type: str, *,
-                 skip_blocks: Callable[[list[str]], list[str]] | None = None,
+                 skip_blocks: Callable[[list[bytes]], list[bool]] | None = None,
                  digest: str | None = None) -> None:
         self.url = url
         self.digest = digest or payload_digest(body)
         self.doc = Doc()
-        self.blocks: list[str] = []
-        self.words: list[bytes] = []
+        self.block_hashes: list[bytes] = []
+        self.words = 0  # words hashed, after boilerplate blocks were dropped
+        self.features = _NO_FEATURES  # the shingle hashes
         self.simhash: int | None = None
         self.note: str | None = None
         ctype = content_type.split(";")[0].strip().lower()
@@ -77,18 +83,29 @@ class Fingerprint:
             return
         if ctype == "text/plain":
             text = body.decode("utf-8", "replace")
-            self.doc = Doc(blocks=[b for b in text.splitlines() if b.strip()])
+            self.doc = Doc(raw="\n".join(text.splitlines()).encode("utf-8", "replace"))
         else:
             self.doc = analyse(body, None, url)
             if self.doc.error:
                 self.note = self.doc.error
-        self.blocks = self.doc.blocks
-        kept = skip_blocks(self.blocks) if skip_blocks else self.blocks
-        self.words = words(" ".join(kept))
-        if len(self.words) < MIN_WORDS:
-            self.note = self.note or f"only {len(self.words)} words of text: exact duplicates only"
+        hashes, cuts = word_hashes(fold(self.doc.raw))
+        spans = list(zip(cuts, cuts[1:], strict=False))
+        raw = hashes.astype("<u8", copy=False).tobytes()
+        self.block_hashes = [xxhash.xxh3_64_digest(raw[8 * i:8 * j]) for i, j in spans]
+        if skip_blocks is not None and spans:
+            keep = skip_blocks(self.block_hashes)
+            if not all(keep):
+                kept = [hashes[i:j] for (i, j), k in zip(spans, keep, strict=True) if k]
+                hashes = np.concatenate(kept) if kept else hashes[:0]
+        self.words = hashes.size
+        if self.words < MIN_WORDS:
+            self.note = self.note or f"only {self.words} words of text: exact duplicates only"
             return
-        self.simhash = simhash_tokens(self.words)
+        self.features = shingle_hashes(hashes)
+        self.simhash = simhash_of_hashes(self.features)
+
+
+_NO_FEATURES = np.zeros(0, dtype=np.uint64)
 
 
 class Deduper:
@@ -152,9 +169,11 @@ class Deduper:
 
     def check_one(self, txn: lmdb.Transaction, rec: Record, body: bytes, ctype: str) -> Record:
         url: str = rec["url"]
-        host = _host(url)
+        host = xxhash.xxh3_64_digest(_host(url).encode())
         given = rec.get("digest")
-        fp = Fingerprint(url, body, ctype, skip_blocks=lambda bl: self._kept(txn, host, bl),
+        seen_blocks: dict[bytes, int] = {}
+        fp = Fingerprint(url, body, ctype,
+                         skip_blocks=lambda bl: self._kept(txn, host, bl, seen_blocks),
                          digest=given if isinstance(given, str) and given else None)
         digest = fp.digest
         declared = _declared(fp.doc.canonical, url)
@@ -190,7 +209,7 @@ class Deduper:
             if not is_copy:
                 self.index.add(txn, fp.simhash, key)
                 if first_time:  # a re-fetch must not make a page's own text boilerplate
-                    self._learn_blocks(txn, host, fp.blocks)
+                    self._learn_blocks(txn, host, fp.block_hashes, seen_blocks)
         return records.derive(rec, "fetch", **extra)
 
     def _owner(self, txn: lmdb.Transaction, doc: bytes) -> str | None:
@@ -199,26 +218,29 @@ class Deduper:
 
     # -- repeated blocks per host ---------------------------------------------
 
-    def _block_keys(self, host: str, blocks: list[str]) -> list[bytes]:
-        hk = xxhash.xxh3_64_digest(host.encode())
-        return [hk + xxhash.xxh3_64_digest(b.lower().encode()) for b in blocks]
+    def _kept(self, txn: lmdb.Transaction, host: bytes, blocks: list[bytes],
+              seen: dict[bytes, int]) -> list[bool]:
+        """Which blocks to keep: those on fewer than ``repeated`` pages of the host so far.
 
-    def _kept(self, txn: lmdb.Transaction, host: str, blocks: list[str]) -> list[str]:
-        keys = self._block_keys(host, blocks)
-        kept = []
-        for b, k in zip(blocks, keys, strict=True):
-            v = txn.get(k, db=self.blocks)
-            if v is None or int.from_bytes(v, "big") < self.repeated:
-                kept.append(b)
-            else:
-                self._count("boilerplate_blocks")
-        return kept
+        ``seen`` gets the stored page count of every block key found, for
+        :meth:`_learn_blocks` (one ``getmulti`` for all, not a get per block).
+        """
+        keys = [host + b for b in blocks]
+        for k, v in txn.cursor(db=self.blocks).getmulti(keys):
+            seen[k] = int.from_bytes(v, "big")
+        keep = [seen.get(k, 0) < self.repeated for k in keys]
+        cut = len(keep) - sum(keep)
+        if cut:
+            self.counts["boilerplate_blocks"] = self.counts.get("boilerplate_blocks", 0) + cut
+        return keep
 
-    def _learn_blocks(self, txn: lmdb.Transaction, host: str, blocks: list[str]) -> None:
-        for k in set(self._block_keys(host, blocks)):
-            v = txn.get(k, db=self.blocks)
-            n = int.from_bytes(v, "big") if v else 0
-            txn.put(k, min(n + 1, 0xFFFFFFFF).to_bytes(4, "big"), db=self.blocks)
+    def _learn_blocks(self, txn: lmdb.Transaction, host: bytes, blocks: list[bytes],
+                      seen: dict[bytes, int]) -> None:
+        """One more page for each distinct block (counts read by :meth:`_kept`)."""
+        items = [(k, min(seen.get(k, 0) + 1, 0xFFFFFFFF).to_bytes(4, "big"))
+                 for k in {host + b for b in blocks}]
+        if items:
+            txn.cursor(db=self.blocks).putmulti(items)
 
     # -- explain ---------------------------------------------------------------
 
@@ -253,12 +275,12 @@ def explain(a: Fingerprint, b: Fingerprint, max_distance: int = MAX_DISTANCE) ->
     for name, f in (("a", a), ("b", b)):
         out[name] = {"url": f.url, "digest": f.digest,
                      "simhash": None if f.simhash is None else f"{f.simhash:016x}",
-                     "words": len(f.words), "note": f.note}
+                     "words": f.words, "note": f.note}
     if a.simhash is not None and b.simhash is not None:
         d = hamming(a.simhash, b.simhash)
         out["distance"] = d
         out["differing_bits"] = [i for i in range(64) if (a.simhash ^ b.simhash) >> i & 1]
-        sa, sb = set(shingles(a.words)), set(shingles(b.words))
+        sa, sb = set(a.features.tolist()), set(b.features.tolist())
         out["shingle_jaccard"] = round(len(sa & sb) / len(sa | sb), 4) if sa | sb else None
     else:
         d = None

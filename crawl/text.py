@@ -11,12 +11,19 @@ also drop blocks it has seen repeated across many pages of one host.
 One parse serves both the text and the ``<link rel=canonical>`` a page
 declares (:func:`analyse`); ``crawl parse`` may import :func:`visible_text`
 and :func:`canonical_link`.
+
+The text stays UTF-8 bytes from lxml to the hash: libxml2 serialises the
+cleaned tree as text in one C call (``tostring(method="text")``), block
+boundaries are newlines written into the tails around block elements
+(short strings, unlike the paragraphs themselves), and :func:`fold` lower-
+cases it for :func:`crawl.simhash.word_hashes`, which cuts it into words and
+blocks in numpy. No word is ever a Python string on the way.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urljoin
 
 from lxml import etree
@@ -30,7 +37,8 @@ BLOCK_TAGS = (
     "td", "th", "tr", "table", "pre", "blockquote", "section", "article", "main",
     "figcaption", "figure", "address", "br", "hr", "title", "caption", "summary", "details",
 )
-_SPACE_RE = re.compile(r"\s+")
+# what str.split() counts as white space beyond ASCII (crawl.simhash cuts ASCII white space)
+_UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 _MAX_BYTES = 8 << 20  # parse at most 8 MiB of a page: enough text to fingerprint it
 
 
@@ -38,10 +46,15 @@ _MAX_BYTES = 8 << 20  # parse at most 8 MiB of a page: enough text to fingerprin
 class Doc:
     """What dedupe needs from one page."""
 
-    blocks: list[str] = field(default_factory=list)
+    raw: bytes = b""  # the visible text, UTF-8, with a newline at every block boundary
     canonical: str | None = None
-    title: str = ""
     error: str | None = None
+
+    @property
+    def blocks(self) -> list[str]:
+        """The non-empty blocks, white space collapsed (for people and tests; dedupe hashes ``raw``)."""
+        lines = self.raw.decode("utf-8", "replace").split("\n")
+        return list(filter(None, map(" ".join, map(str.split, lines))))
 
     @property
     def text(self) -> str:
@@ -101,18 +114,44 @@ def analyse(body: bytes, encoding: str | None = None, base_url: str | None = Non
     root = _parse(body, encoding)
     if root is None:
         return Doc(error="no HTML document could be parsed")
-    doc = Doc(canonical=canonical_link(root, base_url))
-    title = root.find(".//title")
-    if title is not None and title.text:
-        doc.title = _SPACE_RE.sub(" ", title.text).strip()
+    canonical = canonical_link(root, base_url)  # before _visible cuts the head
+    return Doc(raw=_visible(root), canonical=canonical)
+
+
+def _visible(root: etree._Element) -> bytes:
+    """The text of ``root`` without boilerplate, a newline around every block element.
+
+    The newlines go into the short strings next to each block (the tail of
+    the element before it, or its parent's text, and its own tail), never
+    into the paragraph itself: rewriting a long text costs a decode and an
+    encode each time. Then libxml2 writes all text out in one call.
+    """
     etree.strip_elements(root, *BOILERPLATE_TAGS, "head", with_tail=False)
-    # mark block boundaries with newlines, then read all text in one C pass
     for el in root.iter(*BLOCK_TAGS):
-        el.tail = "\n" + el.tail if el.tail else "\n"
-        el.text = "\n" + el.text if el.text else "\n"
-    text = "".join(root.itertext())
-    doc.blocks = list(filter(None, map(" ".join, map(str.split, text.split("\n")))))
-    return doc
+        prev = el.getprevious()
+        if prev is not None:
+            t = prev.tail
+            prev.tail = t + "\n" if t else "\n"
+        else:
+            parent = el.getparent()
+            if parent is not None:
+                t = parent.text
+                parent.text = t + "\n" if t else "\n"
+        t = el.tail
+        el.tail = "\n" + t if t else "\n"
+    return etree.tostring(root, method="text", encoding="utf-8", with_tail=False)
+
+
+def fold(raw: bytes) -> bytes:
+    """``raw`` lower-cased, with every non-ASCII space made an ASCII one.
+
+    What :func:`crawl.simhash.word_hashes` cuts into words: the same words
+    ``str.lower().split()`` would give. ASCII text (most pages) stays bytes.
+    """
+    if raw.isascii():
+        return raw.lower()
+    text = _UNICODE_SPACE.sub(" ", raw.decode("utf-8", "replace").lower())
+    return text.encode("utf-8", "replace")
 
 
 def visible_text(html: bytes, encoding: str | None = None) -> str:
@@ -135,25 +174,3 @@ def canonical_link(html: bytes | etree._Element, base_url: str | None = None) ->
         if "canonical" in rel and href:
             return urljoin(base_url, href) if base_url else href
     return None
-
-
-def words(text: str) -> list[bytes]:
-    """Lowercase UTF-8 tokens split on white space, punctuation kept.
-
-    Bytes, because the shingles are hashed as bytes: encoding the text once
-    beats encoding every shingle. ``str.lower``, ``encode`` and
-    ``bytes.split`` each run once per document, in C; punctuation stuck to a
-    word is the same in every copy of a text, so it costs no recall.
-    """
-    return text.lower().encode("utf-8", "replace").split()
-
-
-def shingles(tokens: list[bytes], n: int = 4) -> list[bytes]:
-    """Overlapping ``n``-word shingles; a text shorter than ``n`` is one shingle.
-
-    Shingles, not single words: word frequencies cannot tell a page from a
-    reshuffling of the same page.
-    """
-    if len(tokens) < n:
-        return [b" ".join(tokens)] if tokens else []
-    return list(map(b" ".join, zip(*(tokens[i:] for i in range(n)), strict=False)))

@@ -10,17 +10,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawl.simhash import (
+    WHITESPACE,
     SimhashIndex,
     blocks_for,
     brute_force,
     hamming,
     simhash,
     simhash_slow,
+    simhash_text,
+    simhash_text_slow,
     simhash_tokens,
     simhash_tokens_slow,
+    word_hash_slow,
+    word_hashes,
 )
 from crawl.state import close_env, open_env
-from crawl.text import shingles, words
+from crawl.text import fold
 
 u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
 
@@ -40,6 +45,41 @@ def test_rolling_shingle_simhash_equals_the_per_shingle_loop(tokens: list[bytes]
     assert simhash_tokens(tokens, n) == simhash_tokens_slow(tokens, n)
 
 
+_TEXT_BYTES = st.sampled_from([b"a", b"b", b"\xc3", b"\xa9", b"\x80", b"z", b"\0", b"9"]
+                              + [bytes([c]) for c in WHITESPACE])
+
+
+@given(st.lists(_TEXT_BYTES, max_size=400).map(b"".join))
+@settings(max_examples=200, deadline=None)
+def test_numpy_word_hashes_and_blocks_equal_the_loops(text: bytes) -> None:
+    # any bytes, runs of every kind of white space, words long enough that
+    # the polynomial's powers wrap around 64 bits
+    hashes, cuts = word_hashes(text)
+    lines = [line.split() for line in text.replace(b"\x1c", b" ").replace(b"\x1d", b" ")
+             .replace(b"\x1e", b" ").replace(b"\x1f", b" ").split(b"\n")]
+    assert hashes.tolist() == [word_hash_slow(w) for line in lines for w in line]
+    sizes = [len(line) for line in lines if line]
+    assert cuts == [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    assert simhash_text(text) == simhash_text_slow(text)
+
+
+def test_long_texts_use_their_own_powers() -> None:
+    # past the cached powers of P (256 KB of text) the same hashes come out
+    text = b" ".join(b"w%dx" % (i % 977) for i in range(70_000))
+    assert len(text) > 1 << 18
+    hashes, cuts = word_hashes(text)
+    assert cuts == [0, 70_000]
+    assert hashes[-3:].tolist() == [word_hash_slow(w) for w in text.split()[-3:]]
+    assert simhash_text(text) == simhash_text_slow(text)
+
+
+def test_fold_lowercases_and_makes_every_space_ascii() -> None:
+    assert fold(b"Hello  WORLD") == b"hello  world"
+    assert fold("Caf\u00c9\u00a0Bar\u2003baz\u3000Q".encode()).split() == \
+        ["caf\u00e9".encode(), b"bar", b"baz", b"q"]
+    assert fold(b"bad \xff byte").split() == [b"bad", "\ufffd".encode(), b"byte"]
+
+
 @given(u64, u64)
 def test_hamming_is_a_metric(a: int, b: int) -> None:
     assert hamming(a, b) == hamming(b, a)
@@ -54,11 +94,12 @@ def test_similar_texts_are_close_and_different_texts_are_far() -> None:
     edited = list(base)
     edited[400] = "changed"  # one word in 800
     other = [rng.choice(vocab) for _ in range(800)]
-    h = simhash_tokens(words(" ".join(base)))
-    assert hamming(h, simhash_tokens(words(" ".join(edited)))) <= 3
-    assert hamming(h, simhash_tokens(words(" ".join(other)))) > 10
-    assert hamming(simhash(shingles(words(" ".join(base)))),
-                   simhash(shingles(words(" ".join(edited))))) <= 3
+    h = simhash_text(" ".join(base).encode())
+    assert hamming(h, simhash_text(" ".join(edited).encode())) <= 3
+    assert hamming(h, simhash_text(" ".join(other).encode())) > 10
+    shingles = [" ".join(base[i:i + 4]).encode() for i in range(len(base) - 3)]
+    edited_shingles = [" ".join(edited[i:i + 4]).encode() for i in range(len(edited) - 3)]
+    assert hamming(simhash(shingles), simhash(edited_shingles)) <= 3
 
 
 @pytest.mark.parametrize("k", [0, 1, 3, 6, 15])
