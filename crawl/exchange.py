@@ -21,17 +21,20 @@ Limits (DESIGN invariant 4), all configurable in :class:`Limits`:
 
 from __future__ import annotations
 
+import re
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import brotli
+import httpcore
 import httpx
 import trio
 
-from .netbackend import CONNECT_INFO, RefusedAddress
+from .netbackend import CONNECT_INFO, OriginPools, PooledResponse, RefusedAddress
 from .store import BodyBuffer, http_block
 
 _PIECE = 64 << 10
@@ -44,6 +47,11 @@ class Limits:
     max_body: int = 5_000_000
     max_decoded: int = 50_000_000
     max_ratio: float = 100.0  # decoded/raw, checked once 1 MiB has been decoded
+
+    @property
+    def timeouts(self) -> dict[str, float]:
+        """httpcore's per-phase timeouts; the whole exchange is also capped at ``total``."""
+        return {"connect": self.connect, "read": self.total, "write": self.total, "pool": self.total}
 
 
 class Bomb(Exception):
@@ -145,37 +153,81 @@ class Exchange:
             self.body.close()
 
 
-def classify(exc: BaseException) -> tuple[str, str]:
-    """Map a transport exception to (outcome, error text)."""
-    cause = exc.__cause__
-    if isinstance(cause, RefusedAddress):
-        return "private-address", str(cause)
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "timeout", f"connect timeout: {text}"
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout", text
-    if isinstance(exc, httpx.ConnectError):
-        return ("dns-error" if text.startswith("dns: ") else "connect-error"), text
-    if isinstance(exc, httpx.RemoteProtocolError) and "too long" in text.lower():
-        return "protocol-error", f"response headers too large: {text}"
-    return "protocol-error", f"{type(exc).__name__}: {text}"
-
-
-def _response_block(resp: httpx.Response) -> Any:
+def _response_block(resp: PooledResponse) -> Any:
     reason = resp.extensions.get("reason_phrase", b"")
     reason = reason.decode("latin-1") if isinstance(reason, bytes) else str(reason)
+    version = resp.extensions.get("http_version", b"HTTP/1.1")
+    version = version.decode("ascii") if isinstance(version, bytes) else str(version)
     hdrs = []
-    for k, v in resp.headers.raw:
+    for k, v in resp.headers:
         name = k.decode("latin-1")
         if name.lower() == "transfer-encoding":
             name = "X-Crawl-Transfer-Encoding"  # the stored body is de-chunked (see store.py)
         hdrs.append((name, v.decode("latin-1")))
-    return http_block(f"{resp.http_version} {resp.status_code} {reason}".rstrip(), hdrs)
+    return http_block(f"{version} {resp.status} {reason}".rstrip(), hdrs)
+
+
+# What httpcore (and the socket layer under it) raises for network trouble.
+WIRE_ERRORS = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
+               httpcore.UnsupportedProtocol, httpcore.ConnectionNotAvailable, OSError)
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """Map a transport exception to (outcome, error text)."""
+    refused = exc if isinstance(exc, RefusedAddress) else exc.__cause__
+    if isinstance(refused, RefusedAddress):
+        return "private-address", str(refused)
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpcore.ConnectTimeout):
+        return "timeout", f"connect timeout: {text}"
+    if isinstance(exc, httpcore.TimeoutException):
+        return "timeout", text
+    if isinstance(exc, httpcore.ConnectError):
+        return ("dns-error" if text.startswith("dns: ") else "connect-error"), text
+    if isinstance(exc, httpcore.RemoteProtocolError) and "too long" in text.lower():
+        return "protocol-error", f"response headers too large: {text}"
+    return "protocol-error", f"{type(exc).__name__}: {text}"
+
+
+# Anything a request line cannot carry as it is (spaces, controls, non-ASCII)
+# or userinfo sends the URL through httpx's encoder instead of the fast path.
+_NOT_WIRE_SAFE = re.compile(r"[^\x21-\x7e]|@")
+_DEFAULT_PORT = {"http": 80, "https": 443}
+
+
+def wire_url(url: str) -> tuple[httpcore.URL, str]:
+    """``url`` as httpcore wants it, and the Host header value.
+
+    A crawled URL is already canonical ASCII, so a plain split does; anything
+    else (IDN hosts, raw spaces, userinfo) is encoded by httpx's URL parser,
+    as a browser would. Raises ValueError for a URL no request can be made of.
+    """
+    parts = urlsplit(url)
+    scheme, host = parts.scheme, parts.hostname
+    if scheme in _DEFAULT_PORT and host and not _NOT_WIRE_SAFE.search(url):
+        port = parts.port  # ValueError on a bad port
+        target = url[len(scheme) + 3 + len(parts.netloc):].partition("#")[0] or "/"
+        if target[0] == "?":
+            target = "/" + target
+        netloc = f"[{host}]" if ":" in host else host
+        if port == _DEFAULT_PORT[scheme]:
+            port = None
+        elif port is not None:
+            netloc = f"{netloc}:{port}"
+        return httpcore.URL(scheme=scheme.encode(), host=host.encode(), port=port,
+                            target=target.encode()), netloc
+    try:
+        u = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(str(exc)) from exc
+    if u.scheme not in _DEFAULT_PORT or not u.host:
+        raise ValueError(f"not an http(s) URL with a host: {url!r}")
+    return (httpcore.URL(scheme=u.raw_scheme, host=u.raw_host, port=u.port, target=u.raw_path),
+            u.netloc.decode("ascii"))
 
 
 async def exchange(
-    transport: httpx.AsyncBaseTransport,
+    transport: OriginPools,
     url: str,
     headers: list[tuple[str, str]],
     limits: Limits,
@@ -190,19 +242,23 @@ async def exchange(
     token = CONNECT_INFO.set(info)
     t0 = time.perf_counter()
     cap = limits.max_body if max_body is None else max_body
-    resp: httpx.Response | None = None
+    resp: PooledResponse | None = None
     try:
-        req = httpx.Request("GET", url, headers=headers, extensions={"timeout": {
-            "connect": limits.connect, "read": limits.total, "write": limits.total,
-            "pool": limits.total}})
-        target = req.url.raw_path.decode("ascii")
-        ex.request = http_block(f"GET {target} HTTP/1.1",
-                                [(k.decode("latin-1"), v.decode("latin-1")) for k, v in req.headers.raw])
+        try:
+            wurl, netloc = wire_url(url)
+        except ValueError as exc:
+            ex.failure, ex.error = "invalid-url", f"cannot make a request of this URL: {exc}"
+            return ex
+        wire = [("Host", netloc), *headers]
+        req = httpcore.Request(b"GET", wurl, headers=[(k.encode("latin-1"), v.encode("latin-1"))
+                                                     for k, v in wire],
+                               extensions={"timeout": limits.timeouts})
+        ex.request = http_block(f"GET {wurl.target.decode('ascii')} HTTP/1.1", wire)
         with trio.move_on_after(limits.total) as scope:
             try:
-                resp = await transport.handle_async_request(req)
+                resp = await transport.open(req)
                 ex.timings["first_byte"] = time.perf_counter() - t0
-                ex.status = resp.status_code
+                ex.status = resp.status
                 ex.response = _response_block(resp)
                 ex.headers = list(ex.response.headers)
                 if not want_body(ex):
@@ -226,7 +282,7 @@ async def exchange(
                     ex.error = meter.broken
             except Bomb as exc:
                 ex.truncated, ex.failure, ex.error = "length", "too-large", str(exc)
-            except (httpx.HTTPError, OSError) as exc:
+            except WIRE_ERRORS as exc:
                 ex.failure, ex.error = classify(exc)
                 if ex.response is not None:
                     ex.truncated = "time" if ex.failure == "timeout" else "disconnect"

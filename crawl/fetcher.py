@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-import httpx
 import trio
 
 from . import records
 from .dns import AddressPolicy, DnsError, Resolver
 from .exchange import Exchange, Limits, exchange
 from .history import History
+from .netbackend import OriginPools
 from .politeness import parse_retry_after
 from .records import Record
 from .robots_fetch import RobotsFetcher, RobotsInfo
@@ -82,7 +82,7 @@ class Fetcher:
     def __init__(
         self,
         cfg: FetchConfig,
-        transport: httpx.AsyncBaseTransport,
+        transport: OriginPools,
         resolver: Resolver,
         policy: AddressPolicy,
         *,

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-import httpx
 import lmdb
 import orjson
 import trio
 
 from . import robots as robots_mod
 from .exchange import Exchange, Limits, exchange
+from .netbackend import OriginPools
 
 ROBOTS_TTL = 24 * 3600.0
 UNREACHABLE_TTL = 1800.0
@@ -124,7 +124,7 @@ class RobotsFetcher:
 
     def __init__(
         self,
-        transport: httpx.AsyncBaseTransport,
+        transport: OriginPools,
         cache: RobotsCache | None,
         *,
         user_agent: str,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawl.exchange import Bomb, Meter
+from crawl.exchange import Bomb, Meter, wire_url
 
 
 def _encode(kind: str, data: bytes) -> bytes:
@@ -67,3 +67,25 @@ def test_corrupt_stream_stops_metering_without_failing() -> None:
     m = Meter("gzip", max_decoded=1 << 20, max_ratio=100)
     m.feed(b"this is not gzip at all")
     assert m.broken and m.raw == 23
+
+
+@pytest.mark.parametrize("url, wire, host_header", [
+    ("http://a.test/x?y=1#frag", b"http://a.test/x?y=1", "a.test"),
+    ("http://a.test?q", b"http://a.test/?q", "a.test"),
+    ("http://a.test:80/", b"http://a.test/", "a.test"),
+    ("http://a.test:8080", b"http://a.test:8080/", "a.test:8080"),
+    ("https://[::1]:8443/p", b"https://::1:8443/p", "[::1]:8443"),
+    # not wire-safe as written: httpx's encoder (IDNA host, percent-encoded path)
+    ("http://bücher.de/ä b", b"http://xn--bcher-kva.de/%C3%A4%20b", "xn--bcher-kva.de"),
+    ("http://user:pw@a.test/", b"http://a.test/", "a.test"),
+])
+def test_wire_url_gives_request_target_and_host_header(url: str, wire: bytes, host_header: str) -> None:
+    got, netloc = wire_url(url)
+    assert bytes(got) == wire
+    assert netloc == host_header
+
+
+@pytest.mark.parametrize("url", ["http://a.test:99999/", "ftp://a.test/", "http:///nohost"])
+def test_wire_url_refuses_what_no_request_can_be_made_of(url: str) -> None:
+    with pytest.raises(ValueError):
+        wire_url(url)
