@@ -301,21 +301,24 @@ class SeenSet:
     def _push_run(self, txn: lmdb.Transaction, fps: np.ndarray, ids: np.ndarray) -> None:
         """Add a sorted run, then merge while the newest is >= 1/4 of the one before."""
         runs = self._run_list(txn)
-        arrays = [(f.copy(), i.copy()) for f, i in self._run_arrays(txn)] if runs else []
+        arrays = self._run_arrays(txn)  # views: merged into new arrays before any write
         raw = txn.get(_NEXT_RUN, db=self.meta)
         next_run = int.from_bytes(raw, "big") if raw else 0
-        kept = len(runs)
         while arrays and len(fps) * _MERGE_RATIO >= len(arrays[-1][0]):
             old_f, old_i = arrays.pop()
             pos = np.searchsorted(old_f, fps)
             fps, ids = np.insert(old_f, pos, fps), np.insert(old_i, pos, ids)
             self._count("runs_merged")
-        for run, _ in runs[len(arrays):kept]:
+        kept = len(arrays)
+        del arrays  # no view of the map outlives the writes below
+        for run, _ in runs[kept:]:
             txn.delete(_run_key(run, b"f"), db=self.runs)
             txn.delete(_run_key(run, b"i"), db=self.runs)
-        txn.put(_run_key(next_run, b"f"), fps.astype(_FPS).tobytes(), db=self.runs)
-        txn.put(_run_key(next_run, b"i"), ids.astype(_IDS).tobytes(), db=self.runs)
-        listing = [*runs[:len(arrays)], (next_run, len(fps))]
+        txn.put(_run_key(next_run, b"f"), np.ascontiguousarray(fps, dtype=_FPS).data,
+                db=self.runs)
+        txn.put(_run_key(next_run, b"i"), np.ascontiguousarray(ids, dtype=_IDS).data,
+                db=self.runs)
+        listing = [*runs[:kept], (next_run, len(fps))]
         txn.put(_RUNS, np.array(listing, dtype=_FPS).tobytes(), db=self.meta)
         txn.put(_NEXT_RUN, (next_run + 1).to_bytes(8, "big"), db=self.meta)
 
