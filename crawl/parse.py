@@ -48,6 +48,8 @@ _SNIFF_TYPES = frozenset({"", "application/octet-stream", "unknown/unknown"})
 _HTML_SNIFF = re.compile(rb"<(?:!doctype\s+html|html|head|body|title|a\s|meta|div|p[\s>])", re.I)
 _LINK_CANONICAL = re.compile(r"""<([^>]*)>\s*;[^,<]*?\brel\s*=\s*"?canonical\b""", re.I)
 _DEMOTING_RELS = frozenset({"ugc", "sponsored"})
+_trap_check = traps.check
+_anchor_text = links.anchor_text
 _SOURCES = {"urlset": "sitemap", "sitemapindex": "sitemap-index", "rss": "feed", "atom": "feed"}
 
 
@@ -121,8 +123,9 @@ class _Emitter:
         self.cfg = cfg
         self.result = result
         self.depth = _int_field(parent.get("depth"), 0)
-        self.priority = _int_field(parent.get("priority"), DEFAULT_PRIORITY)
-        self.duplicate = parent.get("duplicate_of") is not None
+        # The parent's priority, one step lower for a duplicate's outlinks.
+        self.priority = (_int_field(parent.get("priority"), DEFAULT_PRIORITY)
+                         + (parent.get("duplicate_of") is not None))
         self.canon = cfg.canon
         self.trap_policy = cfg.traps
         # A link record's fields in their order; emit fills in the rest.
@@ -163,11 +166,12 @@ class _Emitter:
         emitted: on link-heavy pages most candidates are duplicates.
         """
         r = self.result
-        if href in self.hrefs:  # the same text again (nav bars, footers): skip canon
+        hrefs = self.hrefs
+        if href in hrefs:  # the same text again (nav bars, footers): skip canon
             r.add("dup_in_page")
             return None
         try:
-            c = self.resolve(href.strip())
+            url, fp, _, host = self.resolve(href.strip())
         except CanonError as exc:
             if exc.reason == "unsupported-scheme":
                 r.add("not_http")  # mailto:, javascript:, tel: -- not crawlable, not wrong
@@ -175,14 +179,14 @@ class _Emitter:
                 r.add("invalid_hrefs")
                 self.reject(href, f"{exc.reason}: {exc.detail}", source, position)
             return None
-        self.hrefs.add(href)
-        fp = c.fp
-        if fp in self.seen:
+        hrefs.add(href)
+        seen = self.seen
+        if fp in seen:
             r.add("dup_in_page")
             return None
-        self.seen.add(fp)
+        seen.add(fp)
         depth = self.depth if same_depth else self.depth + 1
-        verdict = traps.check(c.url, depth, self.trap_policy)
+        verdict = _trap_check(url, depth, self.trap_policy)
         if verdict is not None:
             if verdict.action == traps.DROP:
                 r.add("trap_dropped")
@@ -190,13 +194,11 @@ class _Emitter:
                 return None
             r.add("trap_demoted")
             penalty += 1
-        if self.duplicate:
-            penalty += 1
-        priority = self.priority + penalty
+        priority = self.priority + penalty  # self.priority has the duplicate's step
         rec: Record = self.template.copy()  # ~2x cheaper than a dict display here
-        rec["url"] = c.url
+        rec["url"] = url
         rec["fp"] = "%016x" % fp  # noqa: UP031 -- twice as fast as the f-string
-        rec["host"] = c.host
+        rec["host"] = host
         rec["depth"] = depth
         rec["priority"] = priority if priority < PRIORITY_MAX else PRIORITY_MAX
         rec["rel"] = list(rel)
@@ -204,7 +206,7 @@ class _Emitter:
         if position is not None:
             rec["position"] = position
         if element is not None:
-            anchor = links.anchor_text(element, self.cfg.anchor_chars)
+            anchor = _anchor_text(element, self.cfg.anchor_chars)
             if anchor:
                 rec["anchor"] = anchor
         if verdict is not None:
@@ -212,7 +214,8 @@ class _Emitter:
         if extra:
             rec.update(extra)
         r.links.append(rec)
-        r.add("links")
+        counts = r.counts
+        counts["links"] = counts.get("links", 0) + 1
         return rec
 
 
