@@ -66,6 +66,7 @@ _FETCHED = b"fetched:"
 _FPS = np.dtype("<u8")
 _IDS = np.dtype("<u4")
 _MERGE_RATIO = 4  # merge the newest run into the previous while >= 1/4 of it
+_BLOCK = 512  # keys per step of a run's in-memory index (4 KiB of the run)
 
 
 def _fp_of(value: object) -> int | None:
@@ -141,6 +142,7 @@ class SeenSet:
         self.save_every = save_every
         self.delta_max = max(int(delta_max), 1)
         self.counts: dict[str, int] = {}
+        self._sparse: dict[tuple[int, int], np.ndarray] = {}  # (run, size) -> every _BLOCK-th key
         self.bloom = self._load_or_rebuild()
         self._unsaved = 0
 
@@ -177,7 +179,7 @@ class SeenSet:
         """A fresh filter filled from the exact set (the set is the truth)."""
         bf = BloomFilter.for_capacity(capacity, self.fp_rate)
         with self.env.begin(buffers=True) as txn:
-            for fps, _ in self._run_arrays(txn):
+            for _, fps, _ids in self._run_arrays(txn):
                 bf.add_many(fps)
             bf.add_many(self._recent(txn)[0])
             bf.covers = self._size(txn)
@@ -225,14 +227,43 @@ class SeenSet:
         pairs = np.frombuffer(raw, dtype=_FPS).reshape(-1, 2).tolist()
         return [(int(r), int(n)) for r, n in pairs]
 
-    def _run_arrays(self, txn: lmdb.Transaction) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(fingerprints, ids) per run, oldest first: views, not copies."""
+    def _run_arrays(self, txn: lmdb.Transaction) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """(run id, fingerprints, ids) per run, oldest first: views, not copies."""
         out = []
-        for run, _ in self._run_list(txn):
+        runs = self._run_list(txn)
+        if len(self._sparse) > len(runs):  # runs merged away: forget their indexes
+            for key in set(self._sparse).difference(runs):
+                del self._sparse[key]
+        for run, _ in runs:
             fps = np.frombuffer(txn.get(_run_key(run, b"f"), db=self.runs), dtype=_FPS)
             ids = np.frombuffer(txn.get(_run_key(run, b"i"), db=self.runs), dtype=_IDS)
-            out.append((fps, ids))
+            out.append((run, fps, ids))
         return out
+
+    def _locate(self, run: int, fps: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(found, position) of each of ``q`` in the sorted run ``fps``.
+
+        A plain searchsorted over a run of 10M keys costs about 0.35 us per
+        key, mostly cache and TLB misses across 80 MB. So every run keeps a
+        small index in memory (its every 512th key, 16 bytes per 1,000 URLs;
+        runs never change, so it is cached by run id) and the search within
+        the one 4 KiB stretch it points to is a vectorised bisection: 9 steps
+        over the whole batch at once, about 0.1 us per key.
+        """
+        n = len(fps)
+        sparse = self._sparse.get((run, n))
+        if sparse is None:
+            sparse = self._sparse[run, n] = fps[::_BLOCK].copy()
+        lo = np.searchsorted(sparse, q, side="right").astype(np.int64)
+        lo -= 1
+        np.maximum(lo, 0, out=lo)
+        lo *= _BLOCK
+        step = _BLOCK // 2
+        while step:
+            mid = np.minimum(lo + step, n - 1)
+            lo = np.where(fps[mid] <= q, mid, lo)
+            step //= 2
+        return fps[lo] == q, lo
 
     def _recent(self, txn: lmdb.Transaction) -> tuple[np.ndarray, np.ndarray]:
         """The recent B-tree as sorted (fingerprints, ids) copies."""
@@ -254,10 +285,8 @@ class SeenSet:
         where = np.arange(len(q)) if ask is None else np.flatnonzero(ask)
         sub = q[where]
         if len(sub):
-            for fps, _ in self._run_arrays(txn):
-                pos = np.searchsorted(fps, sub)
-                np.minimum(pos, len(fps) - 1, out=pos)
-                in_runs[where[fps[pos] == sub]] = True
+            for run, fps, _ in self._run_arrays(txn):
+                in_runs[where[self._locate(run, fps, sub)[0]]] = True
         in_recent = np.zeros(len(q), dtype=bool)
         where = where[~in_runs[where]]
         if recent and len(where) and txn.stat(self.urls)["entries"]:
@@ -301,7 +330,8 @@ class SeenSet:
     def _push_run(self, txn: lmdb.Transaction, fps: np.ndarray, ids: np.ndarray) -> None:
         """Add a sorted run, then merge while the newest is >= 1/4 of the one before."""
         runs = self._run_list(txn)
-        arrays = self._run_arrays(txn)  # views: merged into new arrays before any write
+        # views: merged into new arrays before any write
+        arrays = [(f, i) for _, f, i in self._run_arrays(txn)]
         raw = txn.get(_NEXT_RUN, db=self.meta)
         next_run = int.from_bytes(raw, "big") if raw else 0
         while arrays and len(fps) * _MERGE_RATIO >= len(arrays[-1][0]):
@@ -425,10 +455,8 @@ class SeenSet:
         """Each fingerprint's id, or None where it is not in the set."""
         a = as_fps(fps)
         out = np.full(len(a), -1, dtype=np.int64)
-        for run_fps, run_ids in self._run_arrays(txn):
-            pos = np.searchsorted(run_fps, a)
-            np.minimum(pos, len(run_fps) - 1, out=pos)
-            hit = run_fps[pos] == a
+        for run, run_fps, run_ids in self._run_arrays(txn):
+            hit, pos = self._locate(run, run_fps, a)
             out[hit] = run_ids[pos[hit]]
         ids: list[int | None] = [None if i < 0 else i for i in out.tolist()]
         for j in np.flatnonzero(out < 0).tolist():

@@ -229,3 +229,18 @@ def test_a_stale_filter_is_caught_by_the_runs_too(tmp_path: Path) -> None:
     assert b.add_fps([11, 15, 14]) == [False, True, False]
     assert b.counts["bloom_stale"] == 2
     a.close()
+
+
+def test_lookups_in_runs_longer_than_an_index_step(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(4)
+    keys = [rng.getrandbits(64) for _ in range(5000)] + [0, (1 << 64) - 1]
+    with SeenSet(tmp_path / "seen", expected=10_000, delta_max=1000) as s:
+        assert s.add_fps(keys) == [True] * len(keys)  # one run of 5,002
+        ids = s.ids_of(keys)
+        assert sorted(i for i in ids if i is not None) == list(range(len(keys)))
+        others = [rng.getrandbits(64) for _ in range(5000)] + [1, (1 << 64) - 2]
+        assert s.contains_fps(keys + others) == [True] * len(keys) + [False] * len(others)
+        assert s.add_fps(others + keys[:100]) == [True] * len(others) + [False] * 100
+        assert len(s) == 2 * len(keys)
