@@ -19,7 +19,11 @@ What a link record says (fields documented in :mod:`crawl.records`):
   flagged duplicate by ``crawl dedupe``, a trap heuristic that demotes, and
   a position past :data:`POSITION_DEMOTE` (footer and pagination mass).
   Sitemap and feed entries, redirects and canonicals get no position
-  penalty.
+  penalty. A sitemap entry's ``<priority>`` (0.0 .. 1.0, the site's own
+  ranking of its pages) moves it one step: up from :data:`SITEMAP_UP`,
+  down to :data:`SITEMAP_DOWN`; the value itself travels as
+  ``sitemap_priority`` (which ``crawl recrawl`` reads as importance), next
+  to ``lastmod`` and ``changefreq``.
 
 Not done here, on purpose: de-duplicating across pages (``crawl seen``) and
 any I/O. The caller hands in a function that reads a body.
@@ -41,6 +45,8 @@ from .records import Record
 PRIORITY_MAX = 9
 DEFAULT_PRIORITY = 1
 POSITION_DEMOTE = 100
+SITEMAP_UP = 0.8  # a sitemap <priority> at least this raises the link's priority a step
+SITEMAP_DOWN = 0.2  # and at most this lowers it a step
 ANCHOR_CHARS = 100
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/html"})
@@ -200,7 +206,8 @@ class _Emitter:
         rec["fp"] = "%016x" % fp  # noqa: UP031 -- twice as fast as the f-string
         rec["host"] = host
         rec["depth"] = depth
-        rec["priority"] = priority if priority < PRIORITY_MAX else PRIORITY_MAX
+        rec["priority"] = (priority if 0 <= priority < PRIORITY_MAX
+                           else PRIORITY_MAX if priority > 0 else 0)
         rec["rel"] = list(rel)
         rec["source"] = source
         if position is not None:
@@ -285,14 +292,38 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
     }
 
 
+def sitemap_priority(text: str | None) -> float | None:
+    """A sitemap entry's ``<priority>`` (0.0 .. 1.0), or None if absent or invalid."""
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 1.0 else None  # also rules out nan
+
+
+def sitemap_step(sp: float | None) -> int:
+    """Priority steps for a sitemap priority: 0.8+ one up, 0.2 or less one down."""
+    if sp is None:
+        return 0
+    return -1 if sp >= SITEMAP_UP else (1 if sp <= SITEMAP_DOWN else 0)
+
+
 def _parse_sitemap(sm: sitemap.Sitemap, em: _Emitter) -> dict[str, Any]:
     r = em.result
     source = _SOURCES[sm.kind]
     r.add("pages_feed" if source == "feed" else "pages_sitemap")
     rel = (source,) if source == "feed" else ("sitemap",)
     for i, e in enumerate(sm.entries):
-        extra = {k: v for k, v in (("lastmod", e.lastmod), ("changefreq", e.changefreq)) if v}
-        em.emit(e.loc, source, rel, i, extra=extra)
+        extra: dict[str, Any] = {
+            k: v for k, v in (("lastmod", e.lastmod), ("changefreq", e.changefreq)) if v}
+        sp = sitemap_priority(e.priority)
+        if sp is not None:
+            extra["sitemap_priority"] = sp
+        elif e.priority:
+            r.add("bad_sitemap_priority")
+        em.emit(e.loc, source, rel, i, False, sitemap_step(sp), None, extra)
     if sm.cut:
         r.add("links_cut", sm.cut)
     return {"type": sm.kind, "error": sm.error}

@@ -120,3 +120,26 @@ def test_any_sitemap_like_body_never_raises(parts: list[str], root: str) -> None
     assert res.page is not None and res.page["type"] in ("urlset", "sitemapindex")
     for rec in res.links:
         assert rec["url"].startswith("http")
+
+
+def test_sitemap_priority_travels_and_moves_the_hint() -> None:
+    body = b"""<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+      <url><loc>http://a.test/top</loc><priority>1.0</priority><changefreq>hourly</changefreq></url>
+      <url><loc>http://a.test/mid</loc><priority>0.5</priority></url>
+      <url><loc>http://a.test/low</loc><priority>0.1</priority></url>
+      <url><loc>http://a.test/none</loc></url>
+      <url><loc>http://a.test/bad</loc><priority>high</priority></url>
+      <url><loc>http://a.test/nan</loc><priority>nan</priority></url>
+    </urlset>"""
+    res = parse_body("http://a.test/sitemap.xml", [("Content-Type", "text/xml")], body,
+                     parent={"depth": 0, "priority": 1})
+    got = {r["url"].rsplit("/", 1)[1]: (r["priority"], r.get("sitemap_priority"))
+           for r in res.links}
+    assert got == {"top": (0, 1.0), "mid": (1, 0.5), "low": (2, 0.1), "none": (1, None),
+                   "bad": (1, None), "nan": (1, None)}
+    assert res.links[0]["changefreq"] == "hourly"
+    assert res.counts["bad_sitemap_priority"] == 2
+    # the hint never leaves 0 .. 9
+    top = parse_body("http://a.test/sitemap.xml", [("Content-Type", "text/xml")], body,
+                     parent={"depth": 0, "priority": 0})
+    assert top.links[0]["priority"] == 0

@@ -62,7 +62,9 @@ def command(crawl_dir: Path | None, warc_dir: Path | None, input_: str, output: 
     record; detects the charset (BOM > Content-Type > <meta> > UTF-8);
     extracts links from a, area, link, iframe, frame and meta refresh (or
     the entries of a sitemap, sitemap index, RSS or Atom feed, with their
-    lastmod); honours
+    lastmod, changefreq and sitemap_priority: a sitemap <priority> of 0.8 or
+    more raises the link's priority hint a step, 0.2 or less lowers it);
+    honours
     <base href>, rel=nofollow, meta robots and X-Robots-Tag; canonicalises
     every URL and writes one link record per URL (depth, position,
     priority hint, rel, anchor, source, trap). A page's rel=canonical is
