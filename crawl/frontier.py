@@ -132,10 +132,12 @@ class Frontier:
         an unreadable outcome/status gives an event with ``error`` and
         changes nothing.
         """
+        from .frontier_complete import complete_one  # noqa: PLC0415  (it imports frontier_tx)
+
         with self.env.begin(write=True) as txn:
             t = Tx(self, txn, now)
             t.requeue_expired()
-            out = [t.complete_one(rec) for rec in recs]
+            out = [complete_one(t, rec) for rec in recs]
             t.flush()
         self.trimmer.maybe_trim()
         return out

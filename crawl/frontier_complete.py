@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import hostqueue as hq
 from . import records
+from .frontier_tx import TRANSIENT, _parse_lease, outcome_code
 from .politeness import backoff_delay, parse_retry_after, release_delay
 from .records import Record
 
@@ -69,8 +70,6 @@ def _check(rec: Record) -> str | None:
 
 
 def complete_one(t: Tx, rec: Record) -> Record:
-    from .frontier_tx import TRANSIENT, _parse_lease, outcome_code
-
     problem = _check(rec)
     if problem is not None:
         return _event(t, rec, "frontier.bad-record", error=problem)

@@ -5,7 +5,11 @@ host the frontier allows at most ``per_ip`` leases per resolved address, and a
 429/503 from one host slows every host on its address (seeds: "treat a 429
 or 503 from any host on that IP as a signal to back off all of them").
 
-``ips``     address -> (leases in flight, slowed down until)
+``ips``     address -> (leases in flight, slowed down until), only while
+            either matters: an address with nothing in flight and no
+            slow-down ahead has no entry, so the table holds about one entry
+            per lease in flight and a batch of leases dirties a few pages of
+            it rather than one page per address.
 ``ipwait``  address + host id: hosts that were due while their address was full
 
 A mixin of :class:`crawl.frontier_tx.Tx`, split out only to keep each module
@@ -25,6 +29,8 @@ _IPVAL = struct.Struct("<Id")  # leases in flight, slowed down until
 class IpSlots:
     txn: Any
     cfg: Any
+    now: float
+    _waiters: bool | None
     dip: Any
     dipw: Any
 
@@ -42,7 +48,17 @@ class IpSlots:
         return inflight, slow
 
     def put_ip(self, ip: str, inflight: int, slow_until: float) -> None:
-        self.txn.put(ip.encode(), _IPVAL.pack(max(inflight, 0), slow_until), db=self.dip)
+        if inflight <= 0 and slow_until <= self.now:
+            self.txn.delete(ip.encode(), db=self.dip)
+        else:
+            self.txn.put(ip.encode(), _IPVAL.pack(max(inflight, 0), slow_until), db=self.dip)
+
+    def has_waiters(self) -> bool:
+        """Whether any host waits for an address (checked once per transaction)."""
+        w = self._waiters
+        if w is None:
+            w = self._waiters = self.txn.stat(self.dipw)["entries"] > 0
+        return w
 
     def release_ip(self, ip: str) -> None:
         """One lease on ``ip`` ended: free its slot and wake one waiting host."""
@@ -51,7 +67,7 @@ class IpSlots:
         inflight, slow = self.ip_state(ip)
         inflight = max(inflight - 1, 0)
         self.put_ip(ip, inflight, slow)
-        if inflight < self.cfg.per_ip:
+        if inflight < self.cfg.per_ip and self.has_waiters():
             cur = self.txn.cursor(db=self.dipw)
             prefix = ip.encode() + b"\0"
             if cur.set_range(prefix) and cur.key().startswith(prefix):

@@ -74,6 +74,7 @@ class Tx(IpSlots):
         self.hids: dict[str, int] = {}
         self.delta: dict[str, int] = {}
         self.cycle = _get_int(txn, self.dm, b"cycle")
+        self._waiters: bool | None = None  # any host in ipwait? (frontier_ip.has_waiters)
 
     # ---- small helpers -----------------------------------------------------
 
@@ -270,6 +271,7 @@ class Tx(IpSlots):
             return None
         if ip is not None and ip[0] >= self.cfg.per_ip:
             self.txn.put(h.ip.encode() + b"\0" + hq.hid_key(hid), b"", db=self.dipw)
+            self._waiters = True
             h.sched = hq.WAITING_IP
             return None
         cur = self.txn.cursor(db=self.dq)
