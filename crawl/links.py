@@ -194,10 +194,13 @@ def anchor_text(el: etree._Element | None, limit: int) -> str:
     """The visible text of a link, white space collapsed, at most ``limit`` chars."""
     if el is None or limit <= 0:
         return ""
-    if el.tag == "area":
+    # <a>text</a>, the common case, without serialising (an <area> is void:
+    # it has neither children nor text).
+    text = None if len(el) else el.text
+    if text and not text.isspace():
+        pass
+    elif el.tag == "area":
         text = el.get("alt") or ""
-    elif not len(el) and el.text and not el.text.isspace():  # <a>text</a>: the common case
-        text = el.text
     else:
         text = etree.tostring(el, method="text", encoding=str, with_tail=False)
         if not text.strip():
@@ -205,6 +208,8 @@ def anchor_text(el: etree._Element | None, limit: int) -> str:
             if not text:
                 img = next(el.iter("img"), None)
                 text = (img.get("alt") or "") if img is not None else ""
+    if len(text) <= limit and text.isprintable() and "  " not in text and text.strip() == text:
+        return text  # nothing to collapse or cut
     text = " ".join(text[: limit * 4].split())
     return text[:limit].rstrip()
 
