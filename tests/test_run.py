@@ -166,7 +166,7 @@ def test_sigkill_resume_gives_the_same_pages(tmp_path: Path) -> None:
             if kills >= 12:
                 break
             # alternate: parse side in-process, then in a child process
-            extra = ("--parse-procs", "1") if i % 2 else ()
+            extra = ("--parse-procs", "1") if i % 2 else ("--parse-procs", "0")
             proc = subprocess.Popen(run_args(web, d, *extra), stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True)
             time.sleep(rng.uniform(0.6, 1.8))
@@ -187,7 +187,11 @@ def test_sigterm_stops_quickly_commits_and_resumes(tmp_path: Path) -> None:
         d = tmp_path / "c"
         proc = subprocess.Popen(run_args(web, d, "--parse-procs", "1"), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-        time.sleep(3.0)
+        # signal once the loop runs (start-up on a loaded machine can take seconds)
+        deadline = time.monotonic() + 60
+        while not (d / "run-status.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.0)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
