@@ -333,7 +333,7 @@ class Resolver:
     """
 
     __slots__ = ("base", "config", "_origin", "_origin_slash", "_dir", "_host", "_surt_head",
-                 "_limit", "_probe")
+                 "_limit", "_probe", "_scheme")
 
     def __init__(self, base: str, config: CanonConfig = DEFAULT) -> None:
         self.base = base
@@ -341,9 +341,7 @@ class Resolver:
         self._origin: str | None = None  # None: no fast path for this base
         self._dir: str | None = None
         self._limit = config.max_length
-        # The tracking and session rules' probes in one (on the lowered query).
-        self._probe = re.compile(f"{config._tracking_query_re.pattern}|"
-                                 f"{config._session_query_re.pattern}")
+        self._probe = _probe(config)
         try:
             href, hs, he, ps, qs, fs = _parse(base, None)
             host = href[hs:he]
@@ -353,6 +351,7 @@ class Resolver:
         except CanonError:
             return
         self._origin = href[:ps]
+        self._scheme = href[: href.index(":") + 1]
         self._origin_slash = href[:ps] + "/"
         self._host = href[hs:ps]
         self._surt_head = f"{key}{href[he:ps]})"
@@ -366,15 +365,32 @@ class Resolver:
         origin = self._origin
         if origin is None or not href or len(href) > self._limit:
             return canonicalize(href, self.base, self.config)
+        host, surt_head = self._host, self._surt_head
         c = href[0]
-        if c == "/":
-            if href[1:2] == "/":
-                return canonicalize(href, self.base, self.config)
+        if c == "/" and href[1:2] != "/":
             rest = href
         elif c == "h" and href.startswith(self._origin_slash):
             rest = href[len(origin):]
+        elif c == "/" or (c == "h" and href.startswith(("http://", "https://"))):
+            # another origin, or a scheme-relative one
+            if c == "/":
+                start, prefix = 2, self._scheme
+            else:
+                start, prefix = href.index("//") + 2, ""
+            slash = href.find("/", start)
+            known = _ORIGINS.get(prefix + href[:slash]) if slash > start else None
+            if known is None:
+                known = _origin(prefix + href[:slash]) if slash > start else False
+            if not known:
+                return canonicalize(href, self.base, self.config)
+            origin, host, surt_head = known
+            rest = href[slash:]
         elif self._dir is not None and c not in ".?#":
             rest = self._dir + href
+        elif c == "." and self._dir is not None:
+            rest = _up(self._dir, href)
+            if rest is None:
+                return canonicalize(href, self.base, self.config)
         else:
             return canonicalize(href, self.base, self.config)
         if "#" in rest:
@@ -398,12 +414,65 @@ class Resolver:
         url = origin + rest
         if len(url) > self._limit:
             return canonicalize(href, self.base, self.config)
-        return _new_canonical(Canonical, (url, _xxh3(url.encode()), self._surt_head + rest,
-                                          self._host))
+        return _new_canonical(Canonical, (url, _xxh3(url.encode()), surt_head + rest, host))
 
 
 def _param_name(pair: str) -> str:
     return pair.partition("=")[0]
+
+
+_AUTHORITY = re.compile(r"[A-Za-z0-9.\-]+(?::[0-9]*)?\Z")
+# An origin as written ("http://Example.com:80") -> (canonical origin,
+# host[:port], SURT head), or False when it needs the full rules. Bounded.
+_ORIGINS: dict[str, tuple[str, str, str] | bool] = {}
+
+
+def _origin(written: str) -> tuple[str, str, str] | bool:
+    """What ``written`` + "/" canonicalises to, as the fast path's origin."""
+    known: tuple[str, str, str] | bool = False
+    if _AUTHORITY.match(written, written.index("//") + 2):
+        try:
+            href, hs, he, ps, qs, fs = _parse(written + "/", None)
+            host = href[hs:he]
+            if (href[hs] != "@" and not host.endswith(".") and qs == fs == _OMITTED
+                    and href[ps:] == "/"):
+                known = (href[:ps], href[hs:ps], f"{_host_key(host)}{href[he:ps]})")
+        except CanonError:
+            pass
+    if len(_ORIGINS) >= 4096:
+        _ORIGINS.clear()
+    _ORIGINS[written] = known
+    return known
+
+
+def _up(directory: str, href: str) -> str | None:
+    """``href`` starting with ``./`` or ``../`` joined to ``directory``; None if odd."""
+    while True:
+        if href.startswith("../"):
+            href = href[3:]
+            if directory != "/":
+                directory = directory[: directory.rindex("/", 0, len(directory) - 1) + 1]
+        elif href.startswith("./"):
+            href = href[2:]
+        else:
+            break
+    if not href or href[0] in "./?#":
+        return None
+    return directory + href
+
+
+_PROBES: dict[CanonConfig, re.Pattern[str]] = {}
+
+
+def _probe(config: CanonConfig) -> re.Pattern[str]:
+    """The tracking and session rules' probes in one (run on the lowered query)."""
+    probe = _PROBES.get(config)
+    if probe is None:
+        if len(_PROBES) >= 64:
+            _PROBES.clear()
+        probe = _PROBES[config] = re.compile(
+            f"{config._tracking_query_re.pattern}|{config._session_query_re.pattern}")
+    return probe
 
 
 _extractor: Any = None

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import ada_url
 
 from . import charset, feed, links, records, sitemap, traps
-from .canon import CANON_VERSION, DEFAULT, CanonConfig, CanonError, Resolver, canonicalize
+from .canon import CANON_VERSION, DEFAULT, CanonConfig, CanonError, Resolver
 from .records import Record
 
 PRIORITY_MAX = 9
@@ -142,8 +142,8 @@ class _Emitter:
         }
         self.seen: set[int] = set()  # fingerprints emitted (or the page's own)
         self.hrefs: set[str] = set()  # hrefs as written that canonicalised
-        try:
-            self.seen.add(canonicalize(page_url, None, cfg.canon).fp)  # self-links are noise
+        try:  # self-links are noise (resolving an absolute URL ignores the base)
+            self.seen.add(self.resolve(page_url).fp)
         except CanonError:
             pass
 

@@ -21,7 +21,11 @@ BASES = [
 _CHARS = "abcAB09-._~!$&'()*+,;=:@/?#%[]|\\ \t\n\"<>^`{}é\ud800"
 _PIECES = ["/", "//", "./", "../", "?", "#", "&", "=", "utm_source=x", "jsessionid=1",
            "gclid", "http://a.test", "https://a.test:8443", "http://b.test", "%7e", "%41",
-           "page", "2024", "a=1", "b=2", "&&", ";x=1", "mailto:", "javascript:"]
+           "page", "2024", "a=1", "b=2", "&&", ";x=1", "mailto:", "javascript:", "../", "./",
+           "//a.test", "//B.test:80", "http://a.test:80", "http://A.TEST", "https://b.test:443",
+           "http://b.test.", "http://xn--nxasmq6b.test", "http://xn--a.test", "http://1.2.3.4",
+           "http://0x7f.1", "http://u@b.test", "http://b.test:99999", "http://b_c.test",
+           ".."]
 hrefs = st.lists(st.one_of(st.sampled_from(_PIECES), st.text(_CHARS, max_size=4)),
                  max_size=8).map("".join)
 
@@ -45,6 +49,9 @@ def assert_same(href: str, base: str, cfg: CanonConfig = DEFAULT) -> None:
 @example(href="x.html?utm_source=1&b=1", base="http://a.test/d/")
 @example(href="/a#\ud800", base="http://a.test/")
 @example(href="http://a.test/x//y?", base="http://a.test/")
+@example(href="../../../x.html", base="http://a.test/d/e/f.html")
+@example(href="//b.test:80/x?b=1&a=2", base="https://a.test/")
+@example(href="http://B.test:80/x", base="http://a.test/")
 def test_resolver_agrees_with_canonicalize(href: str, base: str) -> None:
     assert_same(href, base)
 
