@@ -218,16 +218,20 @@ def _clean(url: str, depth: int, p: TrapPolicy) -> bool:
     slash = url.find("/", start + 2 if start >= 0 else 0)
     if slash < 0:
         return False
-    q = url.find("?", slash)
-    path = url[slash:q] if q >= 0 else url[slash:]
-    if q >= 0 and q + 1 < len(url):
-        if url.count("&", q) >= p.max_query_params or _KEY_RULES.search(url, q):
-            return False
-    n = path.count("/")
-    if n > p.max_path_segments or path[-1:].isdigit() or path[-2:-1].isdigit():
+    end = url.find("?", slash)
+    if end < 0:
+        end = len(url)
+    elif end + 1 < len(url) and (url.count("&", end) >= p.max_query_params
+                                 or _KEY_RULES.search(url, end)):
+        return False
+    last = url[end - 1]  # the path's: a calendar view ends in a digit, or a digit and '/'
+    if last.isdigit() or (last == "/" and url[end - 2].isdigit()):
+        return False
+    n = url.count("/", slash, end)
+    if n > p.max_path_segments:
         return False
     if n >= 3:
-        segs = path.split("/")
+        segs = url[slash:end].split("/")
         if "" in segs:
             segs = [x for x in segs if x]
         if len(set(segs)) != len(segs):
