@@ -90,99 +90,127 @@ class ResolvingBackend(httpcore.AsyncNetworkBackend):
 
 
 class PooledResponse:
-    """An httpcore response that gives its origin's slot back when closed."""
+    """An httpcore response that hands its connection back to its origin when closed."""
 
-    __slots__ = ("status", "headers", "extensions", "stream", "_entry")
+    __slots__ = ("status", "headers", "extensions", "stream", "_pools", "_origin", "_conn")
 
-    def __init__(self, resp: httpcore.Response, entry: list[Any]) -> None:
+    def __init__(self, resp: httpcore.Response, pools: OriginPools, origin: _Origin,
+                 conn: httpcore.AsyncHTTPConnection) -> None:
         self.status = resp.status
         self.headers: list[tuple[bytes, bytes]] = resp.headers
         self.extensions = resp.extensions
         self.stream: Any = resp.stream
-        self._entry: list[Any] | None = entry
+        self._pools = pools
+        self._origin: _Origin | None = origin
+        self._conn = conn
 
     async def aclose(self) -> None:
-        entry, self._entry = self._entry, None
-        if entry is None:
+        origin, self._origin = self._origin, None
+        if origin is None:
             return
         try:
             await self.stream.aclose()
         finally:
-            entry[1] -= 1
+            origin.active -= 1
+            await self._pools._release(origin, self._conn)
+
+
+class _Origin:
+    __slots__ = ("idle", "active")
+
+    def __init__(self) -> None:
+        self.idle: httpcore.AsyncHTTPConnection | None = None  # at most one kept alive
+        self.active = 0
 
 
 class OriginPools:
-    """One small httpcore connection pool per origin, least recently used evicted.
+    """Connections kept per origin (one idle keep-alive each), least recently used evicted.
 
-    Why not one big pool: httpcore's pool rescans every connection (and
-    every idle one again, per connection) each time a request starts or
+    Why not httpcore's connection pool: one big pool rescans every connection
+    (and every idle one again, per connection) each time a request starts or
     ends, which is quadratic and, with hundreds of hosts, was 75 % of the
-    fetcher's CPU (see README, fetch benchmark). A crawler talks to each
-    host one request at a time, so a tiny pool per origin keeps the
-    connection reuse and drops the scan. Idle origins beyond ``max_origins``
-    are closed, oldest first. The cap is generous (8,192; file descriptors are
-    raised to match): a polite crawl visits each host about once a second, so
-    a cap below the number of active hosts would close every connection just
-    before its host's next turn (measured: 2,000 hosts under a 1,024 cap
-    spent ~10% of crawl run's CPU opening and closing sockets).
+    fetcher's CPU (see README, fetch benchmark); even a small pool per origin
+    spent ~5 % of ``crawl run``'s CPU on its queue and locks. A crawler talks
+    to each host one request at a time, so this keeps httpcore's connections
+    (HTTP/1.1, TLS, keep-alive expiry) and drops the pool around them. Idle
+    origins beyond ``max_origins`` are closed, oldest first. The cap is
+    generous (8,192; file descriptors are raised to match): a polite crawl
+    visits each host about once a second, so a cap below the number of active
+    hosts would close every connection just before its host's next turn
+    (measured: 2,000 hosts under a 1,024 cap spent ~10% of crawl run's CPU
+    opening and closing sockets).
 
-    Requests go to httpcore (httpx's own transport layer) directly: httpx's
-    Request/Response wrappers, URL re-parsing and exception mapping cost about
-    a tenth of the fetcher's CPU and gave the crawler nothing it uses.
+    Requests are httpcore requests (the transport layer under httpx): a
+    crawled URL is already canonical, so httpx's Request/Response wrappers,
+    its second URL parse and exception mapping gave the crawler nothing.
     """
 
     def __init__(self, backend: httpcore.AsyncNetworkBackend, ssl_context: Any, *,
-                 per_origin: int = 2, max_origins: int = 8192, keepalive_expiry: float = 30.0) -> None:
+                 max_origins: int = 8192, keepalive_expiry: float = 30.0) -> None:
         self._backend = backend
         self._ssl = ssl_context
-        self._per_origin = per_origin
         self._max_origins = max_origins
         self._expiry = keepalive_expiry
-        self._pools: OrderedDict[tuple[bytes, bytes, int | None], list[Any]] = OrderedDict()
-
-    def _new(self) -> httpcore.AsyncConnectionPool:
-        return httpcore.AsyncConnectionPool(
-            ssl_context=self._ssl, max_connections=self._per_origin, max_keepalive_connections=1,
-            keepalive_expiry=self._expiry, http1=True, http2=False, network_backend=self._backend)
+        self._origins: OrderedDict[tuple[bytes, bytes, int | None], _Origin] = OrderedDict()
 
     async def open(self, request: httpcore.Request) -> PooledResponse:
         """Send ``request``; the caller reads ``.stream`` and must ``aclose()`` the response."""
         url = request.url
         key = (url.scheme, url.host, url.port)
-        entry = self._pools.get(key)
-        if entry is None:
-            entry = self._pools[key] = [self._new(), 0]
+        origin = self._origins.get(key)
+        if origin is None:
+            origin = self._origins[key] = _Origin()
             await self._evict()
         else:
-            self._pools.move_to_end(key)
-        entry[1] += 1
+            self._origins.move_to_end(key)
+        conn, origin.idle = origin.idle, None
+        if conn is not None and (not conn.is_available() or conn.has_expired()):
+            await _close(conn)  # the server closed it, or it sat idle too long
+            conn = None
+        if conn is None:
+            conn = httpcore.AsyncHTTPConnection(
+                url.origin, ssl_context=self._ssl, keepalive_expiry=self._expiry, http1=True,
+                http2=False, network_backend=self._backend)
+        origin.active += 1
         try:
-            resp = await entry[0].handle_async_request(request)
+            resp = await conn.handle_async_request(request)
         except BaseException:
-            entry[1] -= 1
+            origin.active -= 1
+            await _close(conn)
             raise
-        return PooledResponse(resp, entry)
+        return PooledResponse(resp, self, origin, conn)
+
+    async def _release(self, origin: _Origin, conn: httpcore.AsyncHTTPConnection) -> None:
+        if origin.idle is None and conn.is_idle() and not conn.has_expired():
+            origin.idle = conn
+        else:
+            await _close(conn)
 
     async def _evict(self) -> None:
-        excess = len(self._pools) - self._max_origins
+        excess = len(self._origins) - self._max_origins
         if excess <= 0:
             return
         idle = []  # oldest first, and stop as soon as enough are found: no full scan
-        for k, e in self._pools.items():
-            if e[1] == 0:
+        for k, o in self._origins.items():
+            if o.active == 0:
                 idle.append(k)
                 if len(idle) == excess:
                     break
         for k in idle:
-            pool = self._pools.pop(k)[0]
-            with trio.CancelScope(shield=True):
-                await pool.aclose()
+            conn = self._origins.pop(k).idle
+            if conn is not None:
+                await _close(conn)
 
     async def aclose(self) -> None:
-        pools, self._pools = list(self._pools.values()), OrderedDict()
-        with trio.CancelScope(shield=True):
-            for pool, _ in pools:
-                await pool.aclose()
+        origins, self._origins = list(self._origins.values()), OrderedDict()
+        for o in origins:
+            if o.idle is not None:
+                await _close(o.idle)
+
+
+async def _close(conn: httpcore.AsyncHTTPConnection) -> None:
+    with trio.CancelScope(shield=True):
+        await conn.aclose()
 
 
 def make_transport(

@@ -73,3 +73,20 @@ def test_bomb_huge_and_endless_pages_of_the_test_web(testweb: Any, tmp_path: Pat
     for r in res:
         assert r["outcome"] in ("too-large", "timeout"), r
         assert r.get("truncated") or r["outcome"] == "timeout"
+
+
+def test_one_host_is_served_over_one_kept_alive_connection(start_testweb_factory: Any,
+                                                            tmp_path: Path) -> None:
+    """Sequential requests to a host reuse its connection (robots.txt included)."""
+    with start_testweb_factory(tmp_path / "w", hosts=2, seed=3, pages=6, mix="plain") as web:
+        host = web.host(0)
+        urls = [p["url"] for p in web.pages_of(host) if p["status"] == 200
+                and not p.get("disallowed")
+                and (p.get("content_type") or "").startswith("text/html")][:5]
+        assert len(urls) >= 3
+        res = run_batch(tmp_path / "D", urls, web.hosts_file.read_text(), concurrency=1,
+                        limits=Limits(connect=5.0, total=5.0))
+        assert [r["outcome"] for r in res] == ["ok"] * len(urls)
+        log = [r for r in web.requests() if r["host"].split(":")[0] == host]
+        assert len(log) == len(urls) + 1  # and robots.txt
+        assert len({r["conn"] for r in log}) == 1, log
