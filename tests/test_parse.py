@@ -178,6 +178,24 @@ def test_ten_thousand_link_cap_counts_the_cut() -> None:
     assert len(small.links) == 10 and small.counts["links_cut"] == 10_040
 
 
+def test_the_cut_counts_every_kind_of_link_past_the_cap_and_nothing_else() -> None:
+    mixed = ('<a href="/a{i}">a</a><a name="x{i}">no href</a><area href="/m{i}" alt=m>'
+             '<iframe src="/f{i}"></iframe><iframe></iframe><link rel="next" href="/n{i}">'
+             '<link rel="stylesheet" href="/s{i}.css"><link rel="canonical" href="/c{i}">'
+             '<meta http-equiv="refresh" content="0; url=/r{i}"><meta name="robots" content="all">'
+             '<a href="mailto:x{i}@a.test">mail</a><a href="/a{i}">again</a>')
+    body = '<link rel="canonical" href="/canon">' + "".join(mixed.format(i=i) for i in range(40))
+    whole = parse(body, max_links=100_000)
+    made = whole.counts["links"] + whole.counts["not_http"] + whole.counts["dup_in_page"]
+    for cap in (1, 7, 50, 150):
+        res = parse(body, max_links=cap)
+        assert len(res.links) == cap
+        assert res.links == whole.links[:cap]
+        # the cut is every link (as written, before any filter) not looked at
+        looked = sum(res.counts.get(k, 0) for k in ("links", "not_http", "dup_in_page"))
+        assert res.counts["links_cut"] == made - looked, cap
+
+
 def test_priority_hints() -> None:
     body = "".join(f'<a href="/p{i}">{i}</a>' for i in range(102))
     res = parse(body, parent={"priority": 3})
