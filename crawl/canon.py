@@ -378,19 +378,20 @@ class Resolver:
             else:
                 start, prefix = href.index("//") + 2, ""
             slash = href.find("/", start)
-            known = _ORIGINS.get(prefix + href[:slash]) if slash > start else None
-            if known is None:
-                known = _origin(prefix + href[:slash]) if slash > start else False
-            if not known:
+            if slash <= start:
+                return canonicalize(href, self.base, self.config)
+            known = _ORIGINS.get(prefix + href[:slash]) or _origin(prefix + href[:slash])
+            if not known[0]:
                 return canonicalize(href, self.base, self.config)
             origin, host, surt_head = known
             rest = href[slash:]
         elif self._dir is not None and c not in ".?#":
             rest = self._dir + href
         elif c == "." and self._dir is not None:
-            rest = _up(self._dir, href)
-            if rest is None:
+            joined = _up(self._dir, href)
+            if joined is None:
                 return canonicalize(href, self.base, self.config)
+            rest = joined
         else:
             return canonicalize(href, self.base, self.config)
         if "#" in rest:
@@ -402,15 +403,16 @@ class Resolver:
         q = rest.find("?")
         if q >= 0:
             query = rest[q + 1 :]
-            if query:
-                if self._probe.search(query.lower()):  # a parameter to strip, maybe
-                    return canonicalize(href, self.base, self.config)
-                if "&" in query:  # the empty-query and sort-query rules
-                    pairs = [x for x in query.split("&") if x]
-                    if self.config.sort_query:
-                        pairs.sort(key=_param_name)
-                    query = "&".join(pairs)
-            rest = f"{rest[:q]}?{query}" if query else rest[:q]
+            if not query:  # the empty-query rule
+                rest = rest[:q]
+            elif self._probe.search(query.lower()):  # a parameter to strip, maybe
+                return canonicalize(href, self.base, self.config)
+            elif "&" in query:  # the empty-query and sort-query rules
+                pairs = [x for x in query.split("&") if x]
+                if self.config.sort_query:
+                    pairs.sort(key=_param_name)
+                query = "&".join(pairs)
+                rest = f"{rest[:q]}?{query}" if query else rest[:q]
         url = origin + rest
         if len(url) > self._limit:
             return canonicalize(href, self.base, self.config)
@@ -423,13 +425,13 @@ def _param_name(pair: str) -> str:
 
 _AUTHORITY = re.compile(r"[A-Za-z0-9.\-]+(?::[0-9]*)?\Z")
 # An origin as written ("http://Example.com:80") -> (canonical origin,
-# host[:port], SURT head), or False when it needs the full rules. Bounded.
-_ORIGINS: dict[str, tuple[str, str, str] | bool] = {}
+# host[:port], SURT head), or ("", "", "") when it needs the full rules. Bounded.
+_ORIGINS: dict[str, tuple[str, str, str]] = {}
 
 
-def _origin(written: str) -> tuple[str, str, str] | bool:
+def _origin(written: str) -> tuple[str, str, str]:
     """What ``written`` + "/" canonicalises to, as the fast path's origin."""
-    known: tuple[str, str, str] | bool = False
+    known = ("", "", "")
     if _AUTHORITY.match(written, written.index("//") + 2):
         try:
             href, hs, he, ps, qs, fs = _parse(written + "/", None)

@@ -70,6 +70,7 @@ class RawLink(NamedTuple):
 
 
 _new = tuple.__new__
+LinkTuple = tuple[str, str, tuple[str, ...], int, "etree._Element | None"]
 
 
 @dataclass(slots=True)
@@ -257,7 +258,10 @@ class LinkStream:
         self._canonical_pending = canonical
         self.position = 0
 
-    def __iter__(self) -> Iterator[RawLink]:
+    def __iter__(self) -> Iterator[LinkTuple]:
+        """The links, as plain tuples in :class:`RawLink`'s field order on the
+        hot path (unpack them; :func:`extract` makes RawLinks)."""
+        pos = self.position
         for el in self._els:
             tag = el.tag
             if tag == "a" or tag == "area":
@@ -265,19 +269,19 @@ class LinkStream:
                 if href is None:
                     continue
                 rel = el.get("rel")
-                raw = _new(RawLink, (href, tag, tuple(rel.lower().split()) if rel else (),
-                                     self.position, el))
+                raw: LinkTuple = (href, tag, tuple(rel.lower().split()) if rel else (), pos, el)
             elif tag == "iframe" or tag == "frame":
                 src = el.get("src")
                 if src is None:
                     continue
-                raw = _new(RawLink, (src, tag, (), self.position, None))
+                raw = (src, tag, (), pos, None)
             else:
                 found = self._other(el)
                 if found is None:
                     continue
                 raw = found
-            self.position += 1
+            pos += 1
+            self.position = pos
             yield raw
 
     def _other(self, el: etree._Element) -> RawLink | None:
@@ -370,5 +374,5 @@ def extract(utf8: bytes, agent: str = "crawl") -> HtmlPage:
     (binary junk, an empty body) yields a page with ``error`` set and no links.
     """
     page, stream = scan(utf8, agent)
-    page.links = list(stream)
+    page.links = [_new(RawLink, raw) for raw in stream]
     return page
