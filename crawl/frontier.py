@@ -42,7 +42,13 @@ from .state import close_env, open_env
 __all__ = ["Frontier", "fingerprint", "lease_name"]
 
 DEFAULT_MAP_BUDGET = 64 << 20
-ADD_CHUNK = 1000  # records per add transaction: bounds dirty pages and touched map pages
+ADD_CHUNK = 10_000  # records per add transaction: bounds its dirty (anonymous) pages
+# Records between two looks at the map's resident pages inside a transaction:
+# each record reads a few random pages and the kernel maps ~16 cached
+# neighbours of each, so the map budget is checked while a batch runs, not
+# only between transactions (reading the old map is safe mid-transaction).
+TRIM_EVERY = 100
+HID_CACHE = 100_000  # host ids this process remembers (~10 MB at most)
 
 _DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait")
 
@@ -68,6 +74,14 @@ class Frontier:
         self.env.reader_check()
         self.db = {name: self.env.open_db(name.encode()) for name in _DBS}
         self.trimmer = MapTrimmer(Path(path) / "data.mdb", map_budget)
+        # host name -> host id of committed hosts: ids are never reused or
+        # changed, so the cache stays true whatever other processes do.
+        self.hid_cache: dict[str, int] = {}
+
+    def remember_hid(self, name: str, hid: int) -> None:
+        if len(self.hid_cache) >= HID_CACHE:
+            self.hid_cache.clear()
+        self.hid_cache[name] = hid
 
     def __enter__(self) -> Frontier:
         return self
@@ -98,11 +112,15 @@ class Frontier:
             before = dict(counts)
             with self.env.begin(write=True) as txn:
                 t = Tx(self, txn, now)
-                for rec in chunk:
+                for i, rec in enumerate(chunk, 1):
                     counts[t.add_one(rec, rejects)] += 1
+                    if not i % TRIM_EVERY:
+                        self.trimmer.maybe_trim()
                 t.count("added", counts["added"] - before["added"])
                 t.count("dropped_host_cap", counts["dropped_host_cap"] - before["dropped_host_cap"])
                 t.flush()
+            for name, hid in t.hids.items():  # committed now
+                self.remember_hid(name, hid)
             self.trimmer.maybe_trim()
         return counts
 

@@ -100,12 +100,18 @@ class Tx(IpSlots):
         return h
 
     def host_id(self, name: str, create: bool) -> int | None:
+        hid = self.fr.hid_cache.get(name)
+        if hid is not None:
+            return hid
         hid = self.hids.get(name)
         if hid is not None:
             return hid
         v = self.txn.get(name.encode(), db=self.dhid)
         if v is not None:
-            hid = self.hids[name] = int.from_bytes(v, "big")
+            # Committed by someone: a host's id never changes, so every
+            # later transaction of this process may trust it.
+            hid = int.from_bytes(v, "big")
+            self.fr.remember_hid(name, hid)
             return hid
         if not create:
             return None
@@ -193,31 +199,50 @@ class Tx(IpSlots):
             fp = fingerprint(url)
             prio = effective_priority(url, rec.get("priority"), rec.get("depth"))
             due = _number(rec.get("due"))
-            known = self.txn.get(hq.u64(fp), db=self.dk)
-            if known is not None:
-                state, cycle, _ = hq.decode_known(known)
-                if state in (hq.QUEUED, hq.LEASED) or cycle == self.cycle & 0xFFFF:
-                    return "known"
+        except ValueError as exc:
+            return self._reject(url, exc, rejects)
+        # Mark it queued in one step when it is new (the common case); undone
+        # below if the URL is not queued after all.
+        kkey, queued = hq.u64(fp), hq.known_value(hq.QUEUED, self.cycle)
+        old = None
+        if not self.txn.put(kkey, queued, overwrite=False, db=self.dk):
+            old = self.txn.get(kkey, db=self.dk)
+            state, cycle, _ = hq.decode_known(old)
+            if state in (hq.QUEUED, hq.LEASED) or cycle == self.cycle & 0xFFFF:
+                return "known"
+            self.txn.put(kkey, queued, db=self.dk)
+        try:
             hid = self.host_id(name, create=True)
             assert hid is not None
             h = self.host(hid)
             if h.queued >= self.cfg.host_queue_cap:
+                self._unknow(kkey, old)
                 return "dropped_host_cap"
             entry = hq.encode_entry(url, name, rec, 0, 0)
         except ValueError as exc:
-            if rejects is not None:
-                rejects.append(records.make("reject", input=url, error=str(exc)))
-            return "rejected"
+            self._unknow(kkey, old)
+            return self._reject(url, exc, rejects)
         seq = self.take("seq")
         if due is not None and due > self.now:
             key = hq.time_key(hq.ms_up(due), seq)
             self.txn.put(key, hq.hid_key(hid) + bytes([prio]) + entry, db=self.dd)
         else:
             self.enqueue(hid, h, prio, seq, entry)
-        self.set_known(fp, hq.QUEUED)
         h.queued += 1
         self.count("queued")
         return "added"
+
+    def _unknow(self, kkey: bytes, old: bytes | None) -> None:
+        if old is None:
+            self.txn.delete(kkey, db=self.dk)
+        else:
+            self.txn.put(kkey, old, db=self.dk)
+
+    @staticmethod
+    def _reject(url: object, exc: ValueError, rejects: list[Record] | None) -> str:
+        if rejects is not None:
+            rejects.append(records.make("reject", input=url, error=str(exc)))
+        return "rejected"
 
     def promote_due(self) -> int:
         """Move delayed URLs whose due time has come into their host queues."""

@@ -89,11 +89,11 @@ _DROP_SET = frozenset(("kind", "v", "url", "due"))
 
 def encode_entry(url: str, host: str, rec: dict[str, Any] | None, attempts: int, fails: int) -> bytes:
     flag, rest = _FULL, url
-    for i, scheme in enumerate(_PREFIXES):
-        prefix = scheme + host
-        if url.startswith(prefix) and (len(url) == len(prefix) or url[len(prefix)] in "/?"):
-            flag, rest = i, url[len(prefix) :]
-            break
+    start = 7 if url.startswith("http://") else 8 if url.startswith("https://") else 0
+    if start and url.startswith(host, start):
+        end = start + len(host)
+        if len(url) == end or url[end] in "/?":
+            flag, rest = start - 7, url[end:]
     raw = rest.encode("utf-8", "surrogatepass")
     if len(raw) > 0x7FFF:
         raise ValueError("URL longer than 32767 bytes")
