@@ -55,6 +55,7 @@ _HTML_SNIFF = re.compile(rb"<(?:!doctype\s+html|html|head|body|title|a\s|meta|di
 _LINK_CANONICAL = re.compile(r"""<([^>]*)>\s*;[^,<]*?\brel\s*=\s*"?canonical\b""", re.I)
 _DEMOTING_RELS = frozenset({"ugc", "sponsored"})
 _trap_check = traps.check
+_trap_clean = traps._clean
 _anchor_text = links.anchor_text
 _SOURCES = {"urlset": "sitemap", "sitemapindex": "sitemap-index", "rss": "feed", "atom": "feed"}
 
@@ -192,7 +193,9 @@ class _Emitter:
             return None
         seen.add(fp)
         depth = self.depth if same_depth else self.depth + 1
-        verdict = _trap_check(url, depth, self.trap_policy)
+        tp = self.trap_policy  # the common "no rule can fire" case without a call more
+        verdict = (None if tp.mode == "off" or _trap_clean(url, depth, tp)
+                   else _trap_check(url, depth, tp))
         if verdict is not None:
             if verdict.action == traps.DROP:
                 r.add("trap_dropped")
@@ -269,8 +272,9 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
         canonical = rec["url"] if rec is not None else None
     cap = cfg.max_links
     emit = em.emit
+    out = r.links
     for href, source, rels, position, element in stream:
-        if len(r.links) >= cap:  # the rest are counted, not made or resolved
+        if len(out) >= cap:  # the rest are counted, not made or resolved
             r.add("links_cut", 1 + stream.count_rest())
             break
         penalty = 0
