@@ -463,18 +463,20 @@ def _up(directory: str, href: str) -> str | None:
     return directory + href
 
 
-_PROBES: dict[CanonConfig, re.Pattern[str]] = {}
+# id(config) -> (config, probe): by identity, as hashing a config costs more
+# than a page's worth of links; the config is kept so its id stays its own.
+_PROBES: dict[int, tuple[CanonConfig, re.Pattern[str]]] = {}
 
 
 def _probe(config: CanonConfig) -> re.Pattern[str]:
     """The tracking and session rules' probes in one (run on the lowered query)."""
-    probe = _PROBES.get(config)
-    if probe is None:
+    known = _PROBES.get(id(config))
+    if known is None or known[0] is not config:
         if len(_PROBES) >= 64:
             _PROBES.clear()
-        probe = _PROBES[config] = re.compile(
-            f"{config._tracking_query_re.pattern}|{config._session_query_re.pattern}")
-    return probe
+        known = _PROBES[id(config)] = (config, re.compile(
+            f"{config._tracking_query_re.pattern}|{config._session_query_re.pattern}"))
+    return known[1]
 
 
 _extractor: Any = None
