@@ -244,3 +244,24 @@ def test_lookups_in_runs_longer_than_an_index_step(tmp_path: Path) -> None:
         assert s.contains_fps(keys + others) == [True] * len(keys) + [False] * len(others)
         assert s.add_fps(others + keys[:100]) == [True] * len(others) + [False] * 100
         assert len(s) == 2 * len(keys)
+
+
+def test_sigkill_never_loses_an_emitted_url(tmp_path: Path) -> None:
+    import signal
+
+    d = tmp_path / "c"
+    src = tmp_path / "urls.txt"
+    src.write_bytes(b"".join(b"http://k%d.test/%d\n" % (i % 97, i) for i in range(50_000)))
+    with open(src, "rb") as stdin:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "crawl", "seen", "--dir", str(d), "--batch", "500"],
+            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout
+    # it stops when the pipe fills up, so this kill lands mid-stream
+    emitted = [orjson.loads(proc.stdout.readline()) for _ in range(3000)]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    emitted += [orjson.loads(x) for x in proc.stdout.read().splitlines() if x.endswith(b"}")]
+    assert len(emitted) < 50_000
+    with SeenSet(CrawlDir(d).seen) as s:
+        assert all(s.contains_fps([int(r["fp"], 16) for r in emitted]))
