@@ -155,7 +155,11 @@ class Frontier:
         with self.env.begin(write=True) as txn:
             t = Tx(self, txn, now)
             t.requeue_expired()
-            out = [complete_one(t, rec) for rec in recs]
+            out = []
+            for i, rec in enumerate(recs, 1):
+                out.append(complete_one(t, rec))
+                if not i % TRIM_EVERY:
+                    self.trimmer.maybe_trim()
             t.flush()
         self.trimmer.maybe_trim()
         return out

@@ -280,6 +280,8 @@ class Tx(IpSlots):
                     rec = self.lease_host(hid, lease_seconds)
                     if rec is not None:
                         out.append(rec)
+                        if not len(out) % 100:  # see Frontier.add
+                            self.fr.trimmer.maybe_trim()
         self.count("leased", len(out))
         return out
 
