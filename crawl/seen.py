@@ -18,9 +18,9 @@ The exact set is log-structured, in two parts of the same LMDB environment:
 
 * *runs*: a few sorted arrays of fingerprints (little-endian uint64, each one
   LMDB value, with a parallel uint32 array of ids). A batch is checked
-  against a run with one ``numpy.searchsorted`` over the value as LMDB maps
-  it (no copy): 0.1-0.4 us per URL in C, where a B-tree lookup through
-  py-lmdb costs 1.5-2.5 us in a 1M-10M-key tree.
+  against a run in a few numpy passes over the value as LMDB maps it (no
+  copy; :meth:`SeenSet._locate`): 0.1-0.2 us per URL, where a B-tree lookup
+  through py-lmdb costs 1.5-2.5 us in a 1M-10M-key tree.
 * *recent*: a B-tree of the fingerprints added since the last flush (key
   8-byte big-endian fingerprint, value the id), at most ``delta_max`` of
   them, so it stays small and hot. Inserts go here with
