@@ -18,7 +18,8 @@ Kinds (``v`` = 1); fields marked * are required:
             position, rel, anchor, trap). Accepted wherever ``url`` is.
             ``crawl parse`` also sets source (a, area, link, iframe, frame,
             meta-refresh, redirect, sitemap, sitemap-index), host, canon_v,
-            and lastmod, changefreq for sitemap entries.
+            and lastmod, changefreq, sitemap_priority (0.0 .. 1.0) for
+            sitemap entries.
 ``lease``   a URL handed out by the frontier for one fetch.
             lease*, url*, host*, attempt*, deadline* (unix seconds), plus the
             url record's fields.
