@@ -67,6 +67,7 @@ _FPS = np.dtype("<u8")
 _IDS = np.dtype("<u4")
 _MERGE_RATIO = 4  # merge the newest run into the previous while >= 1/4 of it
 _BLOCK = 512  # keys per step of a run's in-memory index (4 KiB of the run)
+_FEW = 256  # below this many keys a run is searched without its index
 
 
 def _fp_of(value: object) -> int | None:
@@ -251,6 +252,11 @@ class SeenSet:
         over the whole batch at once, about 0.1 us per key.
         """
         n = len(fps)
+        if len(q) < _FEW:
+            # a few keys: one plain search beats the 27 numpy calls below
+            pos = np.searchsorted(fps, q)
+            np.minimum(pos, n - 1, out=pos)
+            return fps[pos] == q, pos
         sparse = self._sparse.get((run, n))
         if sparse is None:
             sparse = self._sparse[run, n] = fps[::_BLOCK].copy()
