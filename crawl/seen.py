@@ -502,10 +502,14 @@ class SeenSet:
         return BitMap.deserialize(raw) if raw else BitMap()
 
     def stats(self, cycle: str | None = None) -> dict[str, Any]:
-        n = len(self)
+        with self.env.begin(buffers=True) as txn:
+            runs = [size for _, size in self._run_list(txn)]
+            n = self._size(txn)
         bf = self.bloom
         out: dict[str, Any] = {
             "urls": n,
+            "exact_runs": runs,
+            "exact_recent": n - sum(runs),
             "bloom_bytes": bf.nbytes,
             "bloom_k": bf.k,
             "bloom_capacity": self._capacity_n,

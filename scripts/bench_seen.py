@@ -111,10 +111,14 @@ def run(n: int) -> None:
     def fmt(r: tuple[float, float]) -> str:
         return f"{r[0]:,.0f} checks/s wall ({r[1]:,.0f} per CPU second)"
 
+    def goal(r: tuple[float, float]) -> str:
+        cpu = "met" if r[1] >= 500_000 else "NOT met"
+        wall = "met" if r[0] >= 500_000 else "NOT met"
+        return f"goal 500,000: {cpu} per CPU second, {wall} wall-clock"
+
     print(f"  seen checks, links mix (6% new, seen ones uniform, batched {BATCH}): {fmt(links)}"
-          f"; goal 500,000: {'met' if links[1] >= 500_000 else 'NOT met'}")
-    print(f"  seen checks, links mix with power-law popularity: {fmt(skewed)}"
-          f"; goal 500,000: {'met' if skewed[1] >= 500_000 else 'NOT met'}")
+          f"; {goal(links)}")
+    print(f"  seen checks, links mix with power-law popularity: {fmt(skewed)}; {goal(skewed)}")
     print(f"  seen checks, all seen: {fmt(seen_all)}; all new (fsync per batch): {fmt(new_all)}")
     print(f"  unseen() on URL records incl. canonicalisation: {records_rate:,.0f} URLs/s")
     print(f"  bloom false-positive rate: measured {measured:.4%}, sizing formula {expected:.4%}"
