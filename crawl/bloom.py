@@ -222,7 +222,7 @@ class BloomFilter:
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         with open(tmp, "wb") as f:
             f.write(_HEADER.pack(_MAGIC, _VERSION, self.k, self.blocks, self.added, self.covers))
-            f.write(memoryview(self.words))
+            f.write(self.words.data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

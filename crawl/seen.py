@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +105,19 @@ def key_of(fp: int) -> bytes:
 
 def _run_key(run: int, part: bytes) -> bytes:
     return run.to_bytes(8, "big") + part
+
+
+def _keys(fps: np.ndarray) -> list[bytes]:
+    """Recent-tree keys for a uint64 array."""
+    raw = fps.astype(">u8").tobytes()
+    return [raw[j:j + 8] for j in range(0, len(raw), 8)]
+
+
+def _must(value: bytes | memoryview | None) -> bytes | memoryview:
+    """A value the set's own listing says is there."""
+    if value is None:
+        raise lmdb.CorruptedError("seen: a run listed in meta is missing")
+    return value
 
 
 class SeenSet:
@@ -236,8 +248,8 @@ class SeenSet:
             for key in set(self._sparse).difference(runs):
                 del self._sparse[key]
         for run, _ in runs:
-            fps = np.frombuffer(txn.get(_run_key(run, b"f"), db=self.runs), dtype=_FPS)
-            ids = np.frombuffer(txn.get(_run_key(run, b"i"), db=self.runs), dtype=_IDS)
+            fps = np.frombuffer(_must(txn.get(_run_key(run, b"f"), db=self.runs)), dtype=_FPS)
+            ids = np.frombuffer(_must(txn.get(_run_key(run, b"i"), db=self.runs)), dtype=_IDS)
             out.append((run, fps, ids))
         return out
 
@@ -296,8 +308,8 @@ class SeenSet:
         in_recent = np.zeros(len(q), dtype=bool)
         where = where[~in_runs[where]]
         if recent and len(where) and txn.stat(self.urls)["entries"]:
-            keys = map(int.to_bytes, q[where].tolist(), repeat(8), repeat("big"))
-            got = np.fromiter((v is not None for v in map(txn.get, keys)), dtype=bool,
+            keys = _keys(q[where])
+            got = np.fromiter((v is not None for v in map(txn.get, keys)), dtype=np.bool_,
                               count=len(where))
             in_recent[where[got]] = True
         return in_runs, in_recent
@@ -318,7 +330,7 @@ class SeenSet:
             txn.drop(self.urls, delete=False)
             self._count("recent_flushed")
         else:
-            keys = list(map(int.to_bytes, fresh.tolist(), repeat(8), repeat("big")))
+            keys = _keys(fresh)
             vals = ids.astype(">u4").tobytes()
             items = zip(keys, (vals[j:j + 4] for j in range(0, len(vals), 4)), strict=True)
             _, n = txn.cursor(db=self.urls).putmulti(items, dupdata=False, overwrite=False)
@@ -326,10 +338,10 @@ class SeenSet:
             if n < len(fresh):
                 # already there although nobody here said so: another
                 # process added them. The exact set decides.
-                own = vals
                 added = np.fromiter(
-                    (bytes(txn.get(k)) == own[j * 4:j * 4 + 4] for j, k in enumerate(keys)),
-                    dtype=bool, count=len(keys))
+                    (bytes(_must(txn.get(k))) == vals[j * 4:j * 4 + 4]
+                     for j, k in enumerate(keys)),
+                    dtype=np.bool_, count=len(keys))
         txn.put(_NEXT_ID, (next_id + len(fresh)).to_bytes(8, "big"), db=self.meta)
         return added
 
