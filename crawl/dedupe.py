@@ -125,7 +125,7 @@ class Deduper:
         self.digests = self.env.open_db(b"digests")  # digest -> original url
         self.docs = self.env.open_db(b"docs")  # url key -> simhash(8) + original url
         self.blocks = self.env.open_db(b"blocks")  # host key + block hash -> pages (4)
-        self.index = SimhashIndex(self.env, self.env.open_db(b"simhash"), max_distance)
+        self.index = SimhashIndex.open(self.env, b"simhash", max_distance)
         self.max_distance = max_distance
         self.repeated = repeated_block_pages
         self.counts: dict[str, int] = {}

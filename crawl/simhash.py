@@ -37,7 +37,7 @@ check on the few candidates each returns.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import lmdb
 import numpy as np
@@ -47,19 +47,19 @@ BITS = 64
 _M64 = (1 << 64) - 1
 SHINGLE = 4  # words per shingle
 
-# White space, as str.split() sees it in ASCII (non-ASCII spaces are folded to
-# " " before hashing: see crawl.text.fold). Bytes >= 0x80 are parts of words.
-WHITESPACE = b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
-_WS = np.zeros(256, dtype=bool)
-_WS[list(WHITESPACE)] = True
-_SPLIT_RE = re.compile(b"[" + re.escape(WHITESPACE) + b"]+")
+# Words are separated by white space and the other ASCII control characters:
+# every byte up to 0x20 (one comparison per byte in numpy). Non-ASCII spaces
+# are folded to " " before hashing (crawl.text.fold); bytes >= 0x80 are parts
+# of words.
+SEPARATORS = bytes(range(0x21))
+_SPLIT_RE = re.compile(b"[\\x00-\\x20]+")
 
-_BYTE_INTS = [xxhash.xxh3_64_intdigest(b"crawl simhash byte %d" % i) for i in range(256)]
-_BYTE = np.array(_BYTE_INTS, dtype=np.uint64)
 _P = xxhash.xxh3_64_intdigest(b"crawl simhash base") | 1  # odd: invertible mod 2**64
 _P_INV = pow(_P, -1, 1 << 64)
-_C1, _C2 = 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53  # murmur3 fmix64
-_U_C1, _U_C2, _U33 = np.uint64(_C1), np.uint64(_C2), np.uint64(33)
+_Q = xxhash.xxh3_64_intdigest(b"crawl simhash shingle base") | 1
+_U_Q = np.uint64(_Q)
+_C = 0x9E3779B97F4A7C15  # the final mix: multiply by an odd constant, fold the top half down
+_U_C, _U32 = np.uint64(_C), np.uint64(32)
 
 _CACHE_MAX = 1 << 18  # keep P**i and P**-i for texts up to 256 KB (4 MB); longer ones get their own
 _pw = _ipw = np.ones(0, dtype=np.uint64)
@@ -88,44 +88,34 @@ def _pows(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _pw, _ipw
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """murmur3's fmix64 on every element, in place."""
-    t = x >> _U33
-    x ^= t
-    x *= _U_C1
-    np.right_shift(x, _U33, out=t)
-    x ^= t
-    x *= _U_C2
-    np.right_shift(x, _U33, out=t)
-    x ^= t
-    return x
-
-
 def word_hashes(text: bytes) -> tuple[np.ndarray, list[int]]:
-    """The 64-bit hash of every white-space separated word of ``text``, and its blocks.
+    """The 64-bit hash of every word of ``text`` (see SEPARATORS), and its blocks.
 
     Returns ``(hashes, cuts)``: ``hashes`` in text order (uint64), and the
     word indices where blocks begin and end: a newline ends a block, and
-    block i is ``hashes[cuts[i]:cuts[i + 1]]``, never empty.
+    block i is ``hashes[cuts[i]:cuts[i + 1]]``, never empty. A word's hash
+    is the plain polynomial ``sum(b_k * P**k)`` mod 2**64 over its bytes,
+    unmixed: it is only ever combined further (into shingles, or hashed
+    with xxh3 as a block).
     """
     a = np.frombuffer(b" " + text + b" ", dtype=np.uint8)
-    ws = _WS.take(a)
-    before, after = ws[:-1], ws[1:]
-    first = np.flatnonzero(before > after)  # a[i] is space, a[i + 1] starts a word
-    last = np.flatnonzero(before < after)  # a[i] ends a word
+    ws = a <= 32
+    # the text is padded with spaces, so the edges alternate: a[i] is the
+    # space before a word, a[i] is the last byte of that word, the next...
+    edges = (ws[:-1] != ws[1:]).nonzero()[0]
+    first = edges[0::2]  # word k starts at first[k] + 1
     n = a.size
     pw, ipw = _pows(n)
-    vals = _BYTE.take(a)
-    vals *= pw[:n]
-    np.cumsum(vals, out=vals)
-    h = vals.take(last)
-    h -= vals.take(first)
-    h *= ipw[1:].take(first)  # word k starts at first[k] + 1: shift its sum back by P**-(start)
-    _mix(h)
+    sums = np.multiply(a, pw[:n], dtype=np.uint64)
+    np.cumsum(sums, out=sums)
+    ends = sums.take(edges)
+    h = ends[1::2] - ends[0::2]  # each word's bytes: b * P**(start + k)
+    h *= ipw[1:].take(first)  # ... shifted back by P**-start
     if not h.size:
         cuts = [0]
     elif b"\n" in text:
-        cut = np.searchsorted(first, np.flatnonzero(a == 10))
+        newlines = (np.frombuffer(text, dtype=np.uint8) == 10).nonzero()[0]
+        cut = np.searchsorted(first, newlines)  # words that start before each newline
         cuts = sorted({0, h.size, *cut.tolist()})
     else:
         cuts = [0, h.size]
@@ -135,41 +125,48 @@ def word_hashes(text: bytes) -> tuple[np.ndarray, list[int]]:
 def shingle_hashes(words: np.ndarray, n: int = SHINGLE) -> np.ndarray:
     """The hash of every ``n``-word shingle, from the words' hashes.
 
-    ``h(w0) ^ rotl(h(w1), 8) ^ rotl(h(w2), 16) ^ ...``, each term computed
-    for all shingles at once over shifted views of the word hashes. A text
-    of fewer than ``n`` words is one shingle of all of them; no words, no
-    shingles.
+    ``mix(h(w0) + h(w1) * Q + h(w2) * Q**2 + ...)`` mod 2**64 (Horner's
+    rule over shifted views of the word hashes, all shingles at once), with
+    ``mix(x) = y ^ y >> 32`` for ``y = x * C``. A text of fewer than ``n``
+    words is one shingle of all of them; no words, no shingles.
     """
     count = words.size
     if count == 0:
         return words[:0].copy()
     n = min(n, count)
     m = count - n + 1
-    acc = words[:m].copy()
-    t = np.empty_like(acc)
-    for j in range(1, n):
-        w = words[j:j + m]
-        np.left_shift(w, np.uint64(8 * j), out=t)
-        acc ^= t
-        np.right_shift(w, np.uint64(64 - 8 * j), out=t)
-        acc ^= t
+    acc = words[n - 1:].copy()
+    for j in range(n - 2, -1, -1):
+        acc *= _U_Q
+        acc += words[j:j + m]
+    acc *= _U_C
+    acc ^= acc >> _U32
     return acc
 
 
-_BITS_OF = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1,
-                         bitorder="little").astype(np.float64)  # [byte value, bit]
-_COLUMNS = (np.arange(8, dtype=np.uint16) * 256)
+_LOW_BITS = np.uint64(0x0101010101010101)
+_SHIFTS = np.arange(8, dtype=np.uint64)[:, None]
 
 
 def simhash_of_hashes(feats: np.ndarray) -> int:
-    """The simhash of 64-bit feature hashes: bit i is set when most features have it set."""
+    """The simhash of 64-bit feature hashes: bit i is set when most features have it set.
+
+    Counted in byte lanes: ``(h >> s) & 0x0101...01`` puts bit ``8j + s``
+    of each hash in byte j, so one uint64 sum over up to 255 hashes counts
+    8 bits at once. All 8 shifts go in one broadcast, then the lanes are
+    read back as bytes: a dozen numpy calls, whatever the length.
+    """
     m = feats.size
     if not m:
         return 0
-    cols = feats.astype("<u8", copy=False).view(np.uint8).reshape(m, 8) + _COLUMNS
-    counts = np.bincount(cols.ravel(), minlength=2048).reshape(8, 256)
-    ones = counts @ _BITS_OF  # [byte column c, bit b]: how many features have bit 8c + b
-    won = ones.ravel() * 2 > m
+    k = -(-m // 255)
+    x = np.zeros(k * 255, dtype=np.uint64)  # zero hashes pad the last group: no bits
+    x[:m] = feats
+    lanes = x >> _SHIFTS  # [shift s, hash]
+    lanes &= _LOW_BITS
+    sums = lanes.reshape(8, k, 255).sum(axis=2, dtype=np.uint64)  # [s, group], 8 byte counters
+    ones = sums.astype("<u8", copy=False).view(np.uint8).reshape(8, k, 8).sum(axis=1)  # [s, j]
+    won = ones.T.ravel() > m / 2  # bit 8j + s
     return int.from_bytes(np.packbits(won, bitorder="little").tobytes(), "little")
 
 
@@ -191,21 +188,9 @@ def simhash(features: Iterable[bytes]) -> int:
 # -- the same definitions as plain loops: what the tests compare against -------
 
 
-def _mix_slow(x: int) -> int:
-    x ^= x >> 33
-    x = x * _C1 & _M64
-    x ^= x >> 33
-    x = x * _C2 & _M64
-    return x ^ x >> 33
-
-
 def word_hash_slow(word: bytes) -> int:
-    """One word's hash, the textbook way: ``mix(sum(B[b] * P**k))`` mod 2**64."""
-    return _mix_slow(sum(_BYTE_INTS[b] * pow(_P, k, 1 << 64) for k, b in enumerate(word)) & _M64)
-
-
-def _rotl(h: int, bits: int) -> int:
-    return (h << bits | h >> (64 - bits)) & _M64 if bits else h
+    """One word's hash, the textbook way: ``sum(b_k * P**k)`` mod 2**64."""
+    return sum(b * pow(_P, k, 1 << 64) for k, b in enumerate(word)) & _M64
 
 
 def simhash_text_slow(text: bytes, n: int = SHINGLE) -> int:
@@ -214,10 +199,8 @@ def simhash_text_slow(text: bytes, n: int = SHINGLE) -> int:
     n = min(n, len(hs))
     feats = []
     for i in range(len(hs) - n + 1 if hs else 0):
-        f = 0
-        for j in range(n):
-            f ^= _rotl(hs[i + j], 8 * j)
-        feats.append(f)
+        x = sum(hs[i + j] * pow(_Q, j, 1 << 64) for j in range(n)) * _C & _M64
+        feats.append(x ^ x >> 32)
     weights = [0] * BITS
     for h in feats:
         for bit in range(BITS):
@@ -260,43 +243,64 @@ def blocks_for(k: int) -> tuple[tuple[int, int], ...]:
 class SimhashIndex:
     """Fingerprints in k+1 permuted tables inside one LMDB database.
 
-    Key = table number (1 byte) + that table's block (4 bytes) + the full
-    fingerprint (8) + the document key (8). Storing the whole fingerprint
-    after the block is the permutation: within a table, entries sort by
-    their block first. The value is empty; the document key says who it is.
+    The database is ``dupsort`` with fixed-size values: key = table number
+    (1 byte) + that table's block of the fingerprint (4 bytes); its values
+    = the full fingerprint (8) + the document key (8), sorted. Keying each
+    table by its own block is the permutation. A lookup is then one
+    ``getmulti`` over the k+1 keys (one C call that returns every
+    candidate), and an insert one ``putmulti``.
     """
+
+    VALUE = 16  # fingerprint + document key
 
     def __init__(self, env: lmdb.Environment, db: lmdb._Database, k: int = 3) -> None:
         self.env = env
         self.db = db
         self.k = k
         self.blocks = blocks_for(k)
+        self._parts = [(t << 32, shift, (1 << width) - 1) for t, (shift, width) in enumerate(self.blocks)]
+        self._last: tuple[int, list[bytes]] = (-1, [])
 
-    def _prefixes(self, h: int) -> Iterator[bytes]:
-        for t, (shift, width) in enumerate(self.blocks):
-            yield bytes([t]) + (h >> shift & ((1 << width) - 1)).to_bytes(4, "big")
+    @classmethod
+    def open(cls, env: lmdb.Environment, name: bytes, k: int = 3) -> SimhashIndex:
+        """The index in database ``name`` of ``env`` (created dupsort/dupfixed if new)."""
+        return cls(env, env.open_db(name, dupsort=True, dupfixed=True), k)
+
+    def prefixes(self, h: int) -> list[bytes]:
+        """The k+1 keys of ``h``: table number and that table's block."""
+        if self._last[0] != h:  # a check asks for the same fingerprint twice (query, then add)
+            self._last = (h, [(tp | h >> shift & mask).to_bytes(5, "big") for tp, shift, mask in self._parts])
+        return self._last[1]
 
     def add(self, txn: lmdb.Transaction, h: int, doc: bytes) -> None:
-        tail = h.to_bytes(8, "big") + doc
-        txn.cursor(db=self.db).putmulti([(p + tail, b"") for p in self._prefixes(h)])
+        if len(doc) != 8:
+            raise ValueError(f"a document key is 8 bytes, not {len(doc)}")
+        value = h.to_bytes(8, "big") + doc
+        txn.cursor(db=self.db).putmulti([(p, value) for p in self.prefixes(h)], dupdata=True)
+
+    def add_many(self, txn: lmdb.Transaction, items: Iterable[tuple[int, bytes]]) -> None:
+        """Bulk insert of (fingerprint, document key) pairs into an *empty* index, in key order."""
+        values = [h.to_bytes(8, "big") + doc for h, doc in items]
+        cur = txn.cursor(db=self.db)
+        for tp, shift, mask in self._parts:  # tables are in key order: table number first
+            rows = sorted((tp | int.from_bytes(v[:8], "big") >> shift & mask).to_bytes(5, "big") + v
+                          for v in values)
+            cur.putmulti(((r[:5], r[5:]) for r in rows), dupdata=True, append=True)
 
     def query(self, txn: lmdb.Transaction, h: int, k: int | None = None) -> list[tuple[bytes, int, int]]:
         """Every (doc, fingerprint, distance) within ``k`` bits of ``h``, nearest first."""
         k = self.k if k is None else k
         if k > self.k:
             raise ValueError(f"this index answers up to distance {self.k}, not {k}")
+        rows = txn.cursor(db=self.db).getmulti(self.prefixes(h), dupdata=True, dupfixed_bytes=self.VALUE)
+        if not rows:
+            return []
         found: dict[tuple[bytes, int], int] = {}
-        cur = txn.cursor(db=self.db)
-        for p in self._prefixes(h):
-            if not cur.set_range(p):
-                continue
-            for key in cur.iternext(keys=True, values=False):
-                if key[:5] != p:
-                    break
-                other = int.from_bytes(key[5:13], "big")
-                d = (h ^ other).bit_count()
-                if d <= k:
-                    found[key[13:], other] = d
+        for _key, v in rows:
+            other = int.from_bytes(v[:8], "big")
+            d = (h ^ other).bit_count()
+            if d <= k:
+                found[v[8:], other] = d
         return sorted(((doc, o, d) for (doc, o), d in found.items()), key=lambda x: (x[2], x[0], x[1]))
 
     def count(self, txn: lmdb.Transaction) -> int:
@@ -311,7 +315,7 @@ def brute_force(stored: Iterable[tuple[bytes, int]], h: int, k: int) -> list[tup
                   key=lambda x: (x[2], x[0], x[1]))
 
 
-__all__ = ["SHINGLE", "WHITESPACE", "SimhashIndex", "blocks_for", "brute_force", "hamming",
+__all__ = ["SEPARATORS", "SHINGLE", "SimhashIndex", "blocks_for", "brute_force", "hamming",
            "shingle_hashes", "simhash", "simhash_of_hashes", "simhash_slow", "simhash_text",
            "simhash_text_slow", "simhash_tokens", "simhash_tokens_slow", "word_hash_slow",
            "word_hashes"]

@@ -74,17 +74,11 @@ def lookup_latency(n: int, queries: int) -> tuple[float, list[float], list[float
     with tempfile.TemporaryDirectory(prefix="bench_simhash") as d:
         env = open_env(d, sync=False)
         try:
-            idx = SimhashIndex(env, env.open_db(b"simhash"), 3)
+            idx = SimhashIndex.open(env, b"simhash", 3)
             stored = [rng.getrandbits(64) for _ in range(n)]
             t0 = time.perf_counter()
             with env.begin(write=True) as txn:
-                cur = txn.cursor(db=idx.db)
-                for t, (shift, width) in enumerate(idx.blocks):
-                    keys = sorted(
-                        bytes([t]) + (h >> shift & ((1 << width) - 1)).to_bytes(4, "big")
-                        + h.to_bytes(8, "big") + i.to_bytes(8, "big")
-                        for i, h in enumerate(stored))
-                    cur.putmulti(((k, b"") for k in keys), append=True)
+                idx.add_many(txn, ((h, i.to_bytes(8, "big")) for i, h in enumerate(stored)))
             build = time.perf_counter() - t0
             qs = []
             for i in range(queries):
