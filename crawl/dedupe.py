@@ -37,7 +37,14 @@ import xxhash
 from . import records
 from .errors import CrawlError
 from .records import Record
-from .simhash import SimhashIndex, hamming, shingle_hashes, simhash_of_hashes, word_hashes
+from .simhash import (
+    SimhashIndex,
+    hamming,
+    shingle_hashes,
+    simhash_of_hashes,
+    simhashes,
+    word_hashes_many,
+)
 from .state import close_env, open_env
 from .text import Doc, analyse, fold
 
@@ -45,6 +52,8 @@ MAX_DISTANCE = 3
 MIN_WORDS = 8  # fewer words than this is not enough text to call anything a near-copy
 REPEATED_BLOCK_PAGES = 5  # a block on this many original pages of a host is boilerplate
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "")
+# pages hashed together: numpy's per-call cost is shared, and the arrays stay in cache
+_HASH_GROUP, _HASH_BYTES = 32, 96 << 10
 
 # body reader: record -> (body, content_type), or raises CrawlError
 Bodies = Callable[[Record], tuple[bytes, str]]
@@ -62,50 +71,90 @@ def url_key(url: str) -> bytes:
 class Fingerprint:
     """What one document boils down to (also what ``--explain`` prints).
 
-    ``skip_blocks`` gets the 8-byte hash of each text block (of its words,
-    so white space and case do not matter) and says which to keep.
+    Built in two steps so that a batch shares its numpy passes: the
+    constructor parses the page (``hashed=False`` stops there), then
+    :func:`hash_all` hashes the words of many fingerprints at once and
+    votes each one's simhash with every block kept, and :meth:`keep` settles
+    the simhash once the caller knows which blocks are boilerplate
+    (recomputed only when a block is dropped).
     """
 
     def __init__(self, url: str, body: bytes, content_type: str, *,
-                 skip_blocks: Callable[[list[bytes]], list[bool]] | None = None,
-                 digest: str | None = None) -> None:
+                 digest: str | None = None, hashed: bool = True) -> None:
         self.url = url
         self.digest = digest or payload_digest(body)
         self.doc = Doc()
-        self.block_hashes: list[bytes] = []
+        self.text = b""  # the folded visible text that gets hashed
+        self.hashes = _NO_WORDS  # one per word
+        self.cuts = [0]  # word indices where blocks begin and end
+        self.block_hashes: list[bytes] = []  # 8 bytes per block: xxh3 of its words' hashes
+        self.whole: int | None = None  # the simhash with every block kept
         self.words = 0  # words hashed, after boilerplate blocks were dropped
-        self.features = _NO_FEATURES  # the shingle hashes
         self.simhash: int | None = None
         self.note: str | None = None
+        self._kept = self.hashes
         ctype = content_type.split(";")[0].strip().lower()
         if ctype not in _TEXT_TYPES:
             self.note = f"not text ({ctype}): exact duplicates only"
-            return
-        if ctype == "text/plain":
-            text = body.decode("utf-8", "replace")
-            self.doc = Doc(raw="\n".join(text.splitlines()).encode("utf-8", "replace"))
         else:
-            self.doc = analyse(body, None, url)
-            if self.doc.error:
-                self.note = self.doc.error
-        hashes, cuts = word_hashes(fold(self.doc.raw))
-        spans = list(zip(cuts, cuts[1:], strict=False))
-        raw = hashes.astype("<u8", copy=False).tobytes()
-        self.block_hashes = [xxhash.xxh3_64_digest(raw[8 * i:8 * j]) for i, j in spans]
-        if skip_blocks is not None and spans:
-            keep = skip_blocks(self.block_hashes)
-            if not all(keep):
-                kept = [hashes[i:j] for (i, j), k in zip(spans, keep, strict=True) if k]
-                hashes = np.concatenate(kept) if kept else hashes[:0]
+            if ctype == "text/plain":
+                text = body.decode("utf-8", "replace")
+                self.doc = Doc(raw="\n".join(text.splitlines()).encode("utf-8", "replace"))
+            else:
+                self.doc = analyse(body, None, url)
+                if self.doc.error:
+                    self.note = self.doc.error
+            self.text = fold(self.doc.raw)
+        if hashed:
+            hash_all([self])
+            self.keep(None)
+
+    @property
+    def features(self) -> np.ndarray:
+        """The shingle hashes of the kept words (for ``--explain``)."""
+        return shingle_hashes(self._kept) if self.simhash is not None else _NO_WORDS
+
+    def keep(self, keep: list[bool] | None) -> None:
+        """Settle the simhash with only the blocks marked True (None: all of them)."""
+        hashes = self.hashes
+        if keep is not None and not all(keep):
+            kept = [hashes[i:j] for i, j, k in zip(self.cuts, self.cuts[1:], keep, strict=False) if k]
+            hashes = np.concatenate(kept) if kept else hashes[:0]
+        self._kept = hashes
         self.words = hashes.size
         if self.words < MIN_WORDS:
             self.note = self.note or f"only {self.words} words of text: exact duplicates only"
-            return
-        self.features = shingle_hashes(hashes)
-        self.simhash = simhash_of_hashes(self.features)
+            self.simhash = None
+        elif hashes is self.hashes and self.whole is not None:
+            self.simhash = self.whole
+        else:
+            self.simhash = simhash_of_hashes(shingle_hashes(hashes))
 
 
-_NO_FEATURES = np.zeros(0, dtype=np.uint64)
+_NO_WORDS = np.zeros(0, dtype=np.uint64)
+
+
+def hash_all(fps: Sequence[Fingerprint]) -> None:
+    """Hash the words of every fingerprint in one numpy pass; vote every whole-text simhash in another.
+
+    Sets ``hashes``, ``cuts``, ``block_hashes`` and ``whole`` (None below
+    MIN_WORDS words) of each.
+    """
+    if not fps:
+        return
+    hashes, cuts = word_hashes_many([fp.text for fp in fps])
+    raw = hashes.astype("<u8", copy=False).tobytes()
+    spans = []
+    for fp, c in zip(fps, cuts, strict=True):
+        base = c[0]
+        fp.hashes = hashes[base:c[-1]]
+        fp.cuts = [x - base for x in c]
+        fp.block_hashes = [xxhash.xxh3_64_digest(raw[8 * i:8 * j]) for i, j in zip(c, c[1:], strict=False)]
+        if c[-1] - base >= MIN_WORDS:
+            spans.append((base, c[-1]))
+    wholes = iter(simhashes(hashes, spans))
+    for fp in fps:
+        fp.whole = next(wholes) if fp.hashes.size >= MIN_WORDS else None
 
 
 class Deduper:
@@ -149,32 +198,55 @@ class Deduper:
     def check(self, recs: Sequence[Record], bodies: Bodies) -> list[Record]:
         """Annotate fetch records of stored pages; everything else passes through.
 
-        One write transaction per batch, committed before the records are
-        returned. A page whose body cannot be read gets ``dedupe_error``.
+        Every page of the batch is parsed first and hashed in shared numpy
+        passes (a few dozen calls per batch instead of per page); then one
+        write transaction looks them up and records them in order, and is
+        committed before the records are returned. A page whose body cannot
+        be read gets ``dedupe_error``.
         """
-        out: list[Record] = []
+        out: list[Record] = list(recs)
+        todo: list[tuple[int, Fingerprint]] = []
+        for i, rec in enumerate(recs):
+            if rec.get("kind") != "fetch" or rec.get("outcome") != "ok":
+                continue
+            try:
+                body, ctype = bodies(rec)
+            except CrawlError as exc:
+                self._count("unreadable")
+                out[i] = records.derive(rec, "fetch", dedupe_error=str(exc))
+                continue
+            given = rec.get("digest")
+            todo.append((i, Fingerprint(rec["url"], body, ctype, hashed=False,
+                                        digest=given if isinstance(given, str) and given else None)))
+        if not todo:
+            return out
+        group: list[Fingerprint] = []
+        size = 0
+        for _, fp in todo:
+            group.append(fp)
+            size += len(fp.text)
+            if size >= _HASH_BYTES or len(group) >= _HASH_GROUP:
+                hash_all(group)
+                group, size = [], 0
+        hash_all(group)
         with self.env.begin(write=True) as txn:
-            for rec in recs:
-                if rec.get("kind") != "fetch" or rec.get("outcome") != "ok":
-                    out.append(rec)
-                    continue
-                try:
-                    body, ctype = bodies(rec)
-                except CrawlError as exc:
-                    self._count("unreadable")
-                    out.append(records.derive(rec, "fetch", dedupe_error=str(exc)))
-                    continue
-                out.append(self.check_one(txn, rec, body, ctype))
+            for i, fp in todo:
+                out[i] = self._record(txn, recs[i], fp)
         return out
 
     def check_one(self, txn: lmdb.Transaction, rec: Record, body: bytes, ctype: str) -> Record:
+        """One page inside the caller's write transaction."""
+        given = rec.get("digest")
+        fp = Fingerprint(rec["url"], body, ctype, hashed=False,
+                         digest=given if isinstance(given, str) and given else None)
+        hash_all([fp])
+        return self._record(txn, rec, fp)
+
+    def _record(self, txn: lmdb.Transaction, rec: Record, fp: Fingerprint) -> Record:
         url: str = rec["url"]
         host = xxhash.xxh3_64_digest(_host(url).encode())
-        given = rec.get("digest")
         seen_blocks: dict[bytes, int] = {}
-        fp = Fingerprint(url, body, ctype,
-                         skip_blocks=lambda bl: self._kept(txn, host, bl, seen_blocks),
-                         digest=given if isinstance(given, str) and given else None)
+        fp.keep(self._kept(txn, host, fp.block_hashes, seen_blocks) if fp.block_hashes else None)
         digest = fp.digest
         declared = _declared(fp.doc.canonical, url)
         me = declared or url
@@ -202,10 +274,9 @@ class Deduper:
         is_copy = "duplicate_of" in extra
         if original is None and not is_copy:
             txn.put(digest.encode(), me.encode(), db=self.digests)
-        key = url_key(url)
         if fp.simhash is not None:
-            first_time = txn.get(key, db=self.docs) is None
-            txn.put(key, fp.simhash.to_bytes(8, "big") + me.encode(), db=self.docs)
+            key = url_key(url)
+            first_time = txn.replace(key, fp.simhash.to_bytes(8, "big") + me.encode(), db=self.docs) is None
             if not is_copy:
                 self.index.add(txn, fp.simhash, key)
                 if first_time:  # a re-fetch must not make a page's own text boilerplate

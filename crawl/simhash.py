@@ -37,7 +37,8 @@ check on the few candidates each returns.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
 
 import lmdb
 import numpy as np
@@ -88,22 +89,42 @@ def _pows(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _pw, _ipw
 
 
-def word_hashes(text: bytes) -> tuple[np.ndarray, list[int]]:
-    """The 64-bit hash of every word of ``text`` (see SEPARATORS), and its blocks.
+def _newlines(data: bytes) -> list[int] | np.ndarray:
+    """Offsets of every newline in ``data``: found one by one (memchr) while they are few."""
+    out = []
+    most = len(data) >> 6
+    i = data.find(b"\n")
+    while i >= 0:
+        out.append(i)
+        if len(out) > most:  # many lines: one numpy pass is cheaper
+            return (np.frombuffer(data, dtype=np.uint8) == 10).nonzero()[0]
+        i = data.find(b"\n", i + 1)
+    return out
 
-    Returns ``(hashes, cuts)``: ``hashes`` in text order (uint64), and the
-    word indices where blocks begin and end: a newline ends a block, and
-    block i is ``hashes[cuts[i]:cuts[i + 1]]``, never empty. A word's hash
-    is the plain polynomial ``sum(b_k * P**k)`` mod 2**64 over its bytes,
-    unmixed: it is only ever combined further (into shingles, or hashed
-    with xxh3 as a block).
+
+def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]]]:
+    """The 64-bit hash of every word of every text, and each text's blocks, in one pass.
+
+    Words are separated by any byte up to 0x20 (see SEPARATORS). Returns
+    ``(hashes, cuts)``: the hashes of all words, text after text (uint64),
+    and for each text the word indices (into ``hashes``) where its blocks
+    begin and end: a newline ends a block, block i of a text is
+    ``hashes[cuts[i]:cuts[i + 1]]`` and never empty, and the text's words
+    are ``hashes[cuts[0]:cuts[-1]]``.
+
+    A word's hash is the plain polynomial ``sum(b_k * P**k)`` mod 2**64
+    over its bytes, unmixed: it is only ever combined further (into
+    shingles, or hashed with xxh3 as a block). One prefix sum over all the
+    bytes gives every word's sum as the difference of two prefix values,
+    shifted back to the word's start by ``P**-start``.
     """
-    a = np.frombuffer(b" " + text + b" ", dtype=np.uint8)
+    joined = b"\n".join([b"", *texts, b""])  # every text ends a block
+    a = np.frombuffer(joined, dtype=np.uint8)
     ws = a <= 32
-    # the text is padded with spaces, so the edges alternate: a[i] is the
-    # space before a word, a[i] is the last byte of that word, the next...
+    # the bytes begin and end with a newline, so the edges alternate: a[i]
+    # is the separator before a word, a[i] is the last byte of that word...
     edges = (ws[:-1] != ws[1:]).nonzero()[0]
-    first = edges[0::2]  # word k starts at first[k] + 1
+    first = edges[0::2]  # word k starts at joined[first[k] + 1]
     n = a.size
     pw, ipw = _pows(n)
     sums = np.multiply(a, pw[:n], dtype=np.uint64)
@@ -111,15 +132,26 @@ def word_hashes(text: bytes) -> tuple[np.ndarray, list[int]]:
     ends = sums.take(edges)
     h = ends[1::2] - ends[0::2]  # each word's bytes: b * P**(start + k)
     h *= ipw[1:].take(first)  # ... shifted back by P**-start
-    if not h.size:
-        cuts = [0]
-    elif b"\n" in text:
-        newlines = (np.frombuffer(text, dtype=np.uint8) == 10).nonzero()[0]
-        cut = np.searchsorted(first, newlines)  # words that start before each newline
-        cuts = sorted({0, h.size, *cut.tolist()})
-    else:
-        cuts = [0, h.size]
-    return h, cuts
+    # word index of the first word after each newline, and where each text starts
+    cuts = sorted(set(np.searchsorted(first, _newlines(joined)).tolist()))
+    offsets = [0]  # the newline before each text
+    for t in texts[:-1]:
+        offsets.append(offsets[-1] + len(t) + 1)
+    starts = np.searchsorted(first, offsets).tolist() + [h.size]
+    out = []
+    for d in range(len(texts)):
+        s, e = starts[d], starts[d + 1]
+        if s == e:
+            out.append([s])
+            continue
+        out.append([s, *cuts[bisect_right(cuts, s):bisect_left(cuts, e)], e])
+    return h, out
+
+
+def word_hashes(text: bytes) -> tuple[np.ndarray, list[int]]:
+    """:func:`word_hashes_many` of one text: its word hashes, and the cuts between its blocks."""
+    h, cuts = word_hashes_many([text])
+    return h, cuts[0]
 
 
 def shingle_hashes(words: np.ndarray, n: int = SHINGLE) -> np.ndarray:
@@ -146,33 +178,71 @@ def shingle_hashes(words: np.ndarray, n: int = SHINGLE) -> np.ndarray:
 
 _LOW_BITS = np.uint64(0x0101010101010101)
 _SHIFTS = np.arange(8, dtype=np.uint64)[:, None]
+_GROUP = 255  # hashes per byte-lane sum (a byte counts to 255)
+
+
+def _votes(feats: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[int]:
+    """The simhash of each span of ``feats`` (non-empty, sorted, disjoint), all at once.
+
+    Counted in byte lanes: ``(h >> s) & 0x0101...01`` puts bit ``8j + s``
+    of a hash in byte j, so one uint64 sum over up to 255 hashes counts 8
+    bits at once. The 8 shifts are one broadcast; ``add.reduceat`` sums
+    every group of 255 hashes of every span in one call; the lanes are read
+    back as bytes. Hashes outside the spans fall in groups that are dropped.
+    """
+    idx: list[int] = []
+    wanted: list[bool] = []
+    per_span: list[int] = []
+    top = feats.size
+    for d, (s, e) in enumerate(spans):
+        groups = range(s, e, _GROUP)
+        idx.extend(groups)
+        wanted.extend([True] * len(groups))
+        per_span.append(len(groups))
+        if e < top and (d + 1 == len(spans) or spans[d + 1][0] != e):
+            idx.append(e)  # a group of hashes no span wants
+            wanted.append(False)
+    lanes = feats >> _SHIFTS  # [shift s, hash]
+    lanes &= _LOW_BITS
+    sums = np.add.reduceat(lanes, idx, axis=1)  # [s, group]: 8 byte counters per uint64
+    if not all(wanted):
+        sums = sums[:, np.array(wanted)]
+    ones = np.ascontiguousarray(sums, dtype="<u8").view(np.uint8).reshape(8, -1, 8)  # [s, group, j]
+    if len(per_span) != ones.shape[1]:  # a span of more than 255 hashes: add up its groups
+        firsts = np.cumsum([0, *per_span[:-1]])
+        ones = np.add.reduceat(ones.astype(np.uint32), firsts, axis=1)
+    counts = ones.transpose(1, 2, 0).reshape(len(spans), 64)  # [span, bit 8j + s]
+    half = np.array([(e - s) / 2 for s, e in spans])[:, None]
+    packed = np.packbits(counts > half, axis=1, bitorder="little")
+    return packed.view("<u8").ravel().tolist()
 
 
 def simhash_of_hashes(feats: np.ndarray) -> int:
-    """The simhash of 64-bit feature hashes: bit i is set when most features have it set.
+    """The simhash of 64-bit feature hashes: bit i is set when most features have it set."""
+    return _votes(feats, [(0, feats.size)])[0] if feats.size else 0
 
-    Counted in byte lanes: ``(h >> s) & 0x0101...01`` puts bit ``8j + s``
-    of each hash in byte j, so one uint64 sum over up to 255 hashes counts
-    8 bits at once. All 8 shifts go in one broadcast, then the lanes are
-    read back as bytes: a dozen numpy calls, whatever the length.
+
+def simhashes(words: np.ndarray, spans: Sequence[tuple[int, int]], n: int = SHINGLE) -> list[int]:
+    """The simhash of the ``n``-word shingles of each span of ``words`` (word hashes).
+
+    Spans are sorted, disjoint word ranges (one per text). The shingles of
+    all of them are hashed and voted in one pass; those that straddle two
+    spans are left out.
     """
-    m = feats.size
-    if not m:
-        return 0
-    k = -(-m // 255)
-    x = np.zeros(k * 255, dtype=np.uint64)  # zero hashes pad the last group: no bits
-    x[:m] = feats
-    lanes = x >> _SHIFTS  # [shift s, hash]
-    lanes &= _LOW_BITS
-    sums = lanes.reshape(8, k, 255).sum(axis=2, dtype=np.uint64)  # [s, group], 8 byte counters
-    ones = sums.astype("<u8", copy=False).view(np.uint8).reshape(8, k, 8).sum(axis=1)  # [s, j]
-    won = ones.T.ravel() > m / 2  # bit 8j + s
-    return int.from_bytes(np.packbits(won, bitorder="little").tobytes(), "little")
+    if not spans:
+        return []
+    short = [e - s < n for s, e in spans]
+    if any(short):  # fewer than n words: one shingle of them all
+        return [simhash_of_hashes(shingle_hashes(words[s:e], n)) for s, e in spans]
+    feats = shingle_hashes(words[spans[0][0]:spans[-1][1]], n)
+    base = spans[0][0]
+    return _votes(feats, [(s - base, e - base - n + 1) for s, e in spans])
 
 
 def simhash_text(text: bytes, n: int = SHINGLE) -> int:
     """The simhash of ``n``-word shingles of ``text`` (already lower-cased: see crawl.text.fold)."""
-    return simhash_of_hashes(shingle_hashes(word_hashes(text)[0], n))
+    h = word_hashes(text)[0]
+    return simhashes(h, [(0, h.size)], n)[0] if h.size else 0
 
 
 def simhash_tokens(tokens: list[bytes], n: int = SHINGLE) -> int:
@@ -317,5 +387,5 @@ def brute_force(stored: Iterable[tuple[bytes, int]], h: int, k: int) -> list[tup
 
 __all__ = ["SEPARATORS", "SHINGLE", "SimhashIndex", "blocks_for", "brute_force", "hamming",
            "shingle_hashes", "simhash", "simhash_of_hashes", "simhash_slow", "simhash_text",
-           "simhash_text_slow", "simhash_tokens", "simhash_tokens_slow", "word_hash_slow",
-           "word_hashes"]
+           "simhash_text_slow", "simhash_tokens", "simhash_tokens_slow", "simhashes",
+           "word_hash_slow", "word_hashes", "word_hashes_many"]

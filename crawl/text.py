@@ -98,6 +98,8 @@ def _looks_binary(head: bytes) -> bool:
         return False
     if b"\0" in head:
         return True
+    if head.isascii() and head.lstrip()[:1] == b"<":  # markup: parse it (quick, most pages)
+        return False
     return len(head) - len(head.translate(None, _CONTROL)) > len(head) // 20
 
 

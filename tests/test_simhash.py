@@ -21,8 +21,10 @@ from crawl.simhash import (
     simhash_text_slow,
     simhash_tokens,
     simhash_tokens_slow,
+    simhashes,
     word_hash_slow,
     word_hashes,
+    word_hashes_many,
 )
 from crawl.state import close_env, open_env
 from crawl.text import fold
@@ -61,6 +63,37 @@ def test_numpy_word_hashes_and_blocks_equal_the_loops(text: bytes) -> None:
     sizes = [len(line) for line in lines if line]
     assert cuts == [sum(sizes[:i]) for i in range(len(sizes) + 1)]
     assert simhash_text(text) == simhash_text_slow(text)
+
+
+@given(st.lists(st.lists(_TEXT_BYTES, max_size=300).map(b"".join), max_size=6),
+       st.integers(1, 5))
+@settings(max_examples=100, deadline=None)
+def test_many_texts_at_once_equal_one_at_a_time(texts: list[bytes], n: int) -> None:
+    # what the deduper does with a batch: all words hashed in one pass, all
+    # simhashes voted in one pass, and nothing leaks from one text to the next
+    hashes, cuts = word_hashes_many(texts)
+    spans = []
+    for text, c in zip(texts, cuts, strict=True):
+        alone, alone_cuts = word_hashes(text)
+        assert hashes[c[0]:c[-1]].tolist() == alone.tolist()
+        assert [x - c[0] for x in c] == alone_cuts
+        if c[-1] - c[0] >= n:
+            spans.append((c[0], c[-1]))
+    got = simhashes(hashes, spans, n)
+    assert got == [simhash_text_slow(hashes_text(texts, cuts, s), n) for s in spans]
+
+
+def hashes_text(texts: list[bytes], cuts: list[list[int]], span: tuple[int, int]) -> bytes:
+    return next(t for t, c in zip(texts, cuts, strict=True) if (c[0], c[-1]) == span)
+
+
+def test_many_long_texts_vote_in_groups_of_255() -> None:
+    rng = random.Random(7)
+    texts = [b" ".join(b"w%d" % rng.randrange(400) for _ in range(size))
+             for size in (300, 4, 700, 0, 255, 259, 1000)]
+    hashes, cuts = word_hashes_many(texts)
+    spans = [(c[0], c[-1]) for c in cuts if c[-1] - c[0] >= 4]
+    assert simhashes(hashes, spans) == [simhash_text_slow(hashes_text(texts, cuts, s)) for s in spans]
 
 
 def test_long_texts_use_their_own_powers() -> None:
