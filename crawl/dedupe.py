@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from base64 import b32encode
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ MAX_DISTANCE = 3
 MIN_WORDS = 8  # fewer words than this is not enough text to call anything a near-copy
 REPEATED_BLOCK_PAGES = 5  # a block on this many original pages of a host is boilerplate
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "")
+_ONE_PAGE = (1).to_bytes(4, "big")
 # pages hashed together: numpy's per-call cost is shared, and the arrays stay in cache
 _HASH_GROUP, _HASH_BYTES = 32, 96 << 10
 
@@ -59,9 +59,18 @@ _HASH_GROUP, _HASH_BYTES = 32, 96 << 10
 Bodies = Callable[[Record], tuple[bytes, str]]
 
 
+_B32 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_B32_PAIRS = [bytes((_B32[i >> 5], _B32[i & 31])) for i in range(1024)]
+
+
 def payload_digest(body: bytes) -> str:
-    """The digest WARC writers use (WARC 1.1 section 5.9): sha1 in base32."""
-    return "sha1:" + b32encode(hashlib.sha1(body).digest()).decode("ascii")
+    """The digest WARC writers use (WARC 1.1 section 5.9): sha1 in base32.
+
+    160 bits are 16 groups of 10, two base32 letters each, from a table:
+    base64.b32encode is a Python loop, several times slower.
+    """
+    v = int.from_bytes(hashlib.sha1(body).digest(), "big")
+    return "sha1:" + b"".join([_B32_PAIRS[v >> s & 1023] for s in range(150, -1, -10)]).decode()
 
 
 def url_key(url: str) -> bytes:
@@ -87,7 +96,8 @@ class Fingerprint:
         self.text = b""  # the folded visible text that gets hashed
         self.hashes = _NO_WORDS  # one per word
         self.cuts = [0]  # word indices where blocks begin and end
-        self.block_hashes: list[bytes] = []  # 8 bytes per block: xxh3 of its words' hashes
+        # one per block: xxh3 of the host (8 bytes) + xxh3 of the block's word hashes (8)
+        self.block_keys: list[bytes] = []
         self.whole: int | None = None  # the simhash with every block kept
         self.words = 0  # words hashed, after boilerplate blocks were dropped
         self.simhash: int | None = None
@@ -137,7 +147,7 @@ _NO_WORDS = np.zeros(0, dtype=np.uint64)
 def hash_all(fps: Sequence[Fingerprint]) -> None:
     """Hash the words of every fingerprint in one numpy pass; vote every whole-text simhash in another.
 
-    Sets ``hashes``, ``cuts``, ``block_hashes`` and ``whole`` (None below
+    Sets ``hashes``, ``cuts``, ``block_keys`` and ``whole`` (None below
     MIN_WORDS words) of each.
     """
     if not fps:
@@ -149,7 +159,8 @@ def hash_all(fps: Sequence[Fingerprint]) -> None:
         base = c[0]
         fp.hashes = hashes[base:c[-1]]
         fp.cuts = [x - base for x in c]
-        fp.block_hashes = [xxhash.xxh3_64_digest(raw[8 * i:8 * j]) for i, j in zip(c, c[1:], strict=False)]
+        host = xxhash.xxh3_64_digest(_host(fp.url).encode())
+        fp.block_keys = [host + xxhash.xxh3_64_digest(raw[8 * i:8 * j]) for i, j in zip(c, c[1:], strict=False)]
         if c[-1] - base >= MIN_WORDS:
             spans.append((base, c[-1]))
     wholes = iter(simhashes(hashes, spans))
@@ -244,9 +255,8 @@ class Deduper:
 
     def _record(self, txn: lmdb.Transaction, rec: Record, fp: Fingerprint) -> Record:
         url: str = rec["url"]
-        host = xxhash.xxh3_64_digest(_host(url).encode())
-        seen_blocks: dict[bytes, int] = {}
-        fp.keep(self._kept(txn, host, fp.block_hashes, seen_blocks) if fp.block_hashes else None)
+        seen_blocks = dict(txn.cursor(db=self.blocks).getmulti(fp.block_keys)) if fp.block_keys else {}
+        fp.keep(self._kept(fp.block_keys, seen_blocks) if seen_blocks else None)
         digest = fp.digest
         declared = _declared(fp.doc.canonical, url)
         me = declared or url
@@ -280,7 +290,7 @@ class Deduper:
             if not is_copy:
                 self.index.add(txn, fp.simhash, key)
                 if first_time:  # a re-fetch must not make a page's own text boilerplate
-                    self._learn_blocks(txn, host, fp.block_hashes, seen_blocks)
+                    self._learn_blocks(txn, fp.block_keys, seen_blocks)
         return records.derive(rec, "fetch", **extra)
 
     def _owner(self, txn: lmdb.Transaction, doc: bytes) -> str | None:
@@ -289,29 +299,26 @@ class Deduper:
 
     # -- repeated blocks per host ---------------------------------------------
 
-    def _kept(self, txn: lmdb.Transaction, host: bytes, blocks: list[bytes],
-              seen: dict[bytes, int]) -> list[bool]:
+    def _kept(self, keys: list[bytes], seen: dict[bytes, bytes]) -> list[bool]:
         """Which blocks to keep: those on fewer than ``repeated`` pages of the host so far.
 
-        ``seen`` gets the stored page count of every block key found, for
-        :meth:`_learn_blocks` (one ``getmulti`` for all, not a get per block).
+        ``seen`` holds the stored page count of the block keys found (one
+        ``getmulti`` for the page's blocks, not a get per block).
         """
-        keys = [host + b for b in blocks]
-        for k, v in txn.cursor(db=self.blocks).getmulti(keys):
-            seen[k] = int.from_bytes(v, "big")
-        keep = [seen.get(k, 0) < self.repeated for k in keys]
+        keep = [k not in seen or int.from_bytes(seen[k], "big") < self.repeated for k in keys]
         cut = len(keep) - sum(keep)
         if cut:
             self.counts["boilerplate_blocks"] = self.counts.get("boilerplate_blocks", 0) + cut
         return keep
 
-    def _learn_blocks(self, txn: lmdb.Transaction, host: bytes, blocks: list[bytes],
-                      seen: dict[bytes, int]) -> None:
-        """One more page for each distinct block (counts read by :meth:`_kept`)."""
-        items = [(k, min(seen.get(k, 0) + 1, 0xFFFFFFFF).to_bytes(4, "big"))
-                 for k in {host + b for b in blocks}]
-        if items:
-            txn.cursor(db=self.blocks).putmulti(items)
+    def _learn_blocks(self, txn: lmdb.Transaction, keys: list[bytes], seen: dict[bytes, bytes]) -> None:
+        """One more page for each distinct block (``seen``: the counts :meth:`_kept` read)."""
+        if not keys:
+            return
+        items = [(k, _ONE_PAGE) for k in dict.fromkeys(keys) if k not in seen]
+        items += [(k, min(int.from_bytes(v, "big") + 1, 0xFFFFFFFF).to_bytes(4, "big"))
+                  for k, v in seen.items()]
+        txn.cursor(db=self.blocks).putmulti(items)
 
     # -- explain ---------------------------------------------------------------
 

@@ -89,19 +89,6 @@ def _pows(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _pw, _ipw
 
 
-def _newlines(data: bytes) -> list[int] | np.ndarray:
-    """Offsets of every newline in ``data``: found one by one (memchr) while they are few."""
-    out = []
-    most = len(data) >> 6
-    i = data.find(b"\n")
-    while i >= 0:
-        out.append(i)
-        if len(out) > most:  # many lines: one numpy pass is cheaper
-            return (np.frombuffer(data, dtype=np.uint8) == 10).nonzero()[0]
-        i = data.find(b"\n", i + 1)
-    return out
-
-
 def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]]]:
     """The 64-bit hash of every word of every text, and each text's blocks, in one pass.
 
@@ -133,7 +120,7 @@ def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]
     h = ends[1::2] - ends[0::2]  # each word's bytes: b * P**(start + k)
     h *= ipw[1:].take(first)  # ... shifted back by P**-start
     # word index of the first word after each newline, and where each text starts
-    cuts = sorted(set(np.searchsorted(first, _newlines(joined)).tolist()))
+    cuts = sorted(set(np.searchsorted(first, (a == 10).nonzero()[0]).tolist()))
     offsets = [0]  # the newline before each text
     for t in texts[:-1]:
         offsets.append(offsets[-1] + len(t) + 1)
