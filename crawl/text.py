@@ -130,17 +130,28 @@ def _visible(root: etree._Element) -> bytes:
     """
     etree.strip_elements(root, *BOILERPLATE_TAGS, "head", with_tail=False)
     for el in root.iter(*BLOCK_TAGS):
+        # a string that already ends (or starts) with a newline is left alone:
+        # in formatted HTML ("</p>\n<p>") most are, and reading is cheaper than writing
         prev = el.getprevious()
         if prev is not None:
             t = prev.tail
-            prev.tail = t + "\n" if t else "\n"
+            if not t:
+                prev.tail = "\n"
+            elif t[-1] != "\n":
+                prev.tail = t + "\n"
         else:
             parent = el.getparent()
             if parent is not None:
                 t = parent.text
-                parent.text = t + "\n" if t else "\n"
+                if not t:
+                    parent.text = "\n"
+                elif t[-1] != "\n":
+                    parent.text = t + "\n"
         t = el.tail
-        el.tail = "\n" + t if t else "\n"
+        if not t:
+            el.tail = "\n"
+        elif t[0] != "\n":
+            el.tail = "\n" + t
     return etree.tostring(root, method="text", encoding="utf-8", with_tail=False)
 
 
