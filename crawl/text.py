@@ -76,7 +76,7 @@ def _parser(encoding: str | None) -> etree.HTMLParser:
             _PARSERS.clear()
         p = _PARSERS[encoding] = etree.HTMLParser(
             encoding=encoding, remove_comments=True, remove_pis=True, recover=True,
-            no_network=True, huge_tree=False)
+            no_network=True, huge_tree=False, collect_ids=False)  # ids: no lookup table
     return p
 
 
