@@ -192,7 +192,10 @@ def test_sigkill_loops_lose_nothing(tmp_path: Path) -> None:
     for _ in range(6):  # a few real interpreters, killed anywhere in their lifetime
         step(real=True)
     start = time.monotonic()
-    while h.kills < 250 and time.monotonic() - start < 30:
+    # 30 s of kills; on a loaded machine (fewer runs get killed mid-way) go on
+    # until the 100 the assertion wants, within two minutes.
+    while h.kills < 250 and (time.monotonic() - start < 30
+                             or (h.kills < 100 and time.monotonic() - start < 120)):
         step()
     assert h.kills >= 100, f"only {h.kills} kills in {h.runs} runs"
 
