@@ -209,14 +209,16 @@ class Deduper:
     def check(self, recs: Sequence[Record], bodies: Bodies) -> list[Record]:
         """Annotate fetch records of stored pages; everything else passes through.
 
-        Every page of the batch is parsed first and hashed in shared numpy
-        passes (a few dozen calls per batch instead of per page); then one
+        Pages are parsed, and hashed in groups in shared numpy passes (a few
+        dozen calls per group instead of per page); then one
         write transaction looks them up and records them in order, and is
         committed before the records are returned. A page whose body cannot
         be read gets ``dedupe_error``.
         """
         out: list[Record] = list(recs)
         todo: list[tuple[int, Fingerprint]] = []
+        group: list[Fingerprint] = []  # parsed, not hashed yet: hashed while its text is in cache
+        size = 0
         for i, rec in enumerate(recs):
             if rec.get("kind") != "fetch" or rec.get("outcome") != "ok":
                 continue
@@ -227,19 +229,17 @@ class Deduper:
                 out[i] = records.derive(rec, "fetch", dedupe_error=str(exc))
                 continue
             given = rec.get("digest")
-            todo.append((i, Fingerprint(rec["url"], body, ctype, hashed=False,
-                                        digest=given if isinstance(given, str) and given else None)))
-        if not todo:
-            return out
-        group: list[Fingerprint] = []
-        size = 0
-        for _, fp in todo:
+            fp = Fingerprint(rec["url"], body, ctype, hashed=False,
+                             digest=given if isinstance(given, str) and given else None)
+            todo.append((i, fp))
             group.append(fp)
             size += len(fp.text)
             if size >= _HASH_BYTES or len(group) >= _HASH_GROUP:
                 hash_all(group)
                 group, size = [], 0
         hash_all(group)
+        if not todo:
+            return out
         with self.env.begin(write=True) as txn:
             for i, fp in todo:
                 out[i] = self._record(txn, recs[i], fp)
