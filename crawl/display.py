@@ -90,7 +90,8 @@ def table(st: Record, title: str = "crawl run") -> Any:
     t.add_column(style="bold")
     t.add_column(justify="right")
     rows = [
-        ("pages/s", f"{st['rate']:.1f}"),
+        ("pages/s, whole run", f"{st.get('avg_rate', st['rate']):.1f}"),
+        ("pages/s, last 10 s", f"{st['rate']:.1f}"),
         ("fetched", _num(st["fetched"])),
         ("pages stored", _num(st["pages"])),
         ("queued", _num(st["queued"])),

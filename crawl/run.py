@@ -368,6 +368,7 @@ class Crawl:
             left = max(0.0, self.deadline - now)
         return records.make(
             "stats", command="run", ts=now, elapsed=round(elapsed, 1), rate=round(p.rate(now), 1),
+            avg_rate=round(p.results / elapsed, 1) if elapsed > 0 else 0.0,
             fetched=p.results, pages=p.pages, queued=fr["queued"], hosts=fr["hosts"],
             hosts_ready=fr["hosts_ready"], in_flight=fr["in_flight"], backlog=fr["backlog"],
             error_rate=round(failed / total, 4) if total else 0.0, bytes=p.bytes,
