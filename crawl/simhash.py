@@ -321,7 +321,16 @@ class SimhashIndex:
     @classmethod
     def open(cls, env: lmdb.Environment, name: bytes, k: int = 3) -> SimhashIndex:
         """The index in database ``name`` of ``env`` (created dupsort/dupfixed if new)."""
-        return cls(env, env.open_db(name, dupsort=True, dupfixed=True), k)
+        try:
+            db = env.open_db(name, dupsort=True, dupfixed=True)
+        except lmdb.IncompatibleError as exc:
+            from .errors import CrawlError
+
+            raise CrawlError(
+                f"the near-duplicate index in {env.path()} has an older layout than this version "
+                "of crawl reads; delete that directory (it is rebuilt from the pages fetched "
+                "from now on) or use a new crawl directory") from exc
+        return cls(env, db, k)
 
     def prefixes(self, h: int) -> list[bytes]:
         """The k+1 keys of ``h``: table number and that table's block."""
