@@ -45,6 +45,7 @@ from .simhash import (
     word_hashes_many,
 )
 from .state import close_env, open_env
+from .store import sha1_text
 from .text import Doc, analyse, fold
 
 MAX_DISTANCE = 3
@@ -59,18 +60,9 @@ _HASH_GROUP, _HASH_BYTES = 32, 96 << 10
 Bodies = Callable[[Record], tuple[bytes, str]]
 
 
-_B32 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-_B32_PAIRS = [bytes((_B32[i >> 5], _B32[i & 31])) for i in range(1024)]
-
-
 def payload_digest(body: bytes) -> str:
-    """The digest WARC writers use (WARC 1.1 section 5.9): sha1 in base32.
-
-    160 bits are 16 groups of 10, two base32 letters each, from a table:
-    base64.b32encode is a Python loop, several times slower.
-    """
-    v = int.from_bytes(hashlib.sha1(body).digest(), "big")
-    return "sha1:" + b"".join([_B32_PAIRS[v >> s & 1023] for s in range(150, -1, -10)]).decode()
+    """The digest WARC writers use (WARC 1.1 section 5.9): sha1 in base32."""
+    return sha1_text(hashlib.sha1(body).digest())
 
 
 def url_key(url: str) -> bytes:

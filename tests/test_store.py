@@ -202,3 +202,9 @@ def test_index_lookup_finds_exactly_the_captures(tmp_path: Path, paths: list[str
     (d / cdxj.INDEX_NAME).write_bytes(b"".join(lines))
     hits = cdxj.lookup(d, f"http://example.test/{probe}")
     assert sorted(h["n"] for h in hits) == sorted(i for i, p in enumerate(paths) if p == probe)
+
+
+@given(st.binary(max_size=300))
+def test_sha1_text_is_warcs_base32_sha1(data: bytes) -> None:
+    digest = hashlib.sha1(data).digest()
+    assert store.sha1_text(digest) == "sha1:" + b32encode(digest).decode()
