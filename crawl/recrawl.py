@@ -309,7 +309,10 @@ class Recrawler:
                     continue
                 key, page = found
                 counts["links"] += 1
-                if learn_link(page, rec):
+                learned = learn_link(page, rec)
+                if not learned:
+                    continue  # nothing new: the stored page stays as it is
+                if learned == "hint":
                     slot = page.get("slot")
                     if not slot or slot[0] > HINT:
                         self._reslot(txn, key, page, HINT, now)

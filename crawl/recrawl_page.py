@@ -164,25 +164,34 @@ def learn_fetch(page: dict[str, Any], rec: Record, t: float, window: int) -> str
     return got
 
 
-def learn_link(page: dict[str, Any], rec: Record) -> bool:
+def learn_link(page: dict[str, Any], rec: Record) -> str:
     """Fold one link to ``page`` into its importance signals.
 
-    Returns True when it is a sitemap or feed entry whose lastmod is later
-    than our last fetch: the page changed, and we know it without looking.
+    Returns "hint" when it is a sitemap or feed entry whose lastmod is later
+    than our last fetch (the page changed, and we know it without looking),
+    "changed" when a signal moved, and "" when the link told nothing new (most
+    links on a re-crawled site: a parent already counted), so the caller can
+    skip rewriting the page.
     """
+    changed = False
     url, parent = page["url"], rec.get("parent")
     if isinstance(parent, str) and parent != url:
         ph = xxhash.xxh64_hexdigest(parent.encode("utf-8", "surrogatepass"))[:10]
         inl = page.setdefault("in", [])
         if ph not in inl and len(inl) < 64:  # distinct parents, so re-crawls do not inflate it
             inl.append(ph)
-        if parent.split("://", 1)[-1].partition("/")[2] in ("", "index.html"):
+            changed = True
+        if not page.get("home") and parent.split("://", 1)[-1].partition("/")[2] in ("", "index.html"):
             page["home"] = True
+            changed = True
     d = rec.get("depth")
     if isinstance(d, int) and not isinstance(d, bool):
-        page["depth"] = d if page.get("depth") is None else min(page["depth"], d)
+        old = page.get("depth")
+        if old is None or d < old:
+            page["depth"] = d
+            changed = True
     if rec.get("source") not in SITEMAP:
-        return False
+        return "changed" if changed else ""
     # <priority> 0.0-1.0 of the sitemap protocol; not the frontier's integer "priority"
     sp = rec.get("sitemap_priority", rec.get("priority"))
     if isinstance(sp, str | float) and not isinstance(sp, bool):
@@ -195,7 +204,7 @@ def learn_link(page: dict[str, Any], rec: Record) -> bool:
         page["cf"] = cf.lower()
     lm = iso_time(rec.get("lastmod"))
     last = num(page.get("last"))
-    return lm is not None and last is not None and lm > last
+    return "hint" if lm is not None and last is not None and lm > last else "changed"
 
 
 FOLD_DECAY = 0.995  # folded history halves every ~140 visits, so habits can change

@@ -424,3 +424,17 @@ def test_real_fetches_from_the_testweb_teach_the_model(tmp_path: Path) -> None:
             assert seen["not_modified"] >= 3 * len(static[:3])
             # three visits each, and static pages share their hosts' (busy) prior: 2x apart already
             assert min(r.get(u)["rate"] for u in hourly[:3]) > 2 * max(r.get(u)["rate"] for u in static[:3])
+
+
+def test_learn_link_says_when_a_link_told_nothing_new() -> None:
+    from crawl.recrawl_page import learn_link
+
+    page = {"url": "http://a.test/p", "host": "a.test", "obs": [], "last": 1000.0}
+    link = {"kind": "link", "url": "http://a.test/p", "parent": "http://a.test/", "depth": 2}
+    assert learn_link(page, link) == "changed"  # a new parent, the home page, a depth
+    assert page["home"] and page["depth"] == 2 and len(page["in"]) == 1
+    assert learn_link(page, link) == ""  # the same parent again: nothing to store
+    assert learn_link(page, {**link, "depth": 1}) == "changed"  # shallower
+    assert learn_link(page, {**link, "parent": "http://a.test/q"}) == "changed"
+    sitemap = {**link, "source": "sitemap", "lastmod": "2026-01-01T00:00:00Z"}
+    assert learn_link(page, sitemap) == "hint"  # lastmod after our last fetch
