@@ -120,6 +120,13 @@ def analyse(body: bytes, encoding: str | None = None, base_url: str | None = Non
     return Doc(raw=_visible(root), canonical=canonical)
 
 
+def _ending_newline(t: str | None) -> str | None:
+    """``t`` ending in a newline, or None when it already does (nothing to write)."""
+    if not t:
+        return "\n"
+    return None if t[-1] == "\n" else t + "\n"
+
+
 def _visible(root: etree._Element) -> bytes:
     """The text of ``root`` without boilerplate, a newline around every block element.
 
@@ -134,19 +141,15 @@ def _visible(root: etree._Element) -> bytes:
         # in formatted HTML ("</p>\n<p>") most are, and reading is cheaper than writing
         prev = el.getprevious()
         if prev is not None:
-            t = prev.tail
-            if not t:
-                prev.tail = "\n"
-            elif t[-1] != "\n":
-                prev.tail = t + "\n"
+            t = _ending_newline(prev.tail)
+            if t is not None:
+                prev.tail = t
         else:
             parent = el.getparent()
             if parent is not None:
-                t = parent.text
-                if not t:
-                    parent.text = "\n"
-                elif t[-1] != "\n":
-                    parent.text = t + "\n"
+                t = _ending_newline(parent.text)
+                if t is not None:
+                    parent.text = t
         t = el.tail
         if not t:
             el.tail = "\n"
