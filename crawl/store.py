@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import time
 import uuid
@@ -66,6 +67,18 @@ def sha1_label(h: Any) -> str:
 
 
 _EMPTY_SHA1 = sha1_text(hashlib.sha1(b"").digest())
+
+
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+
+
+def _header_safe(value: str) -> str:
+    """A URL as a header value (WARC-Target-URI): spaces and control characters
+    percent-encoded, so a CR LF cannot start a forged header. Canonical URLs
+    have none; raw input lines might."""
+    if _CONTROL.search(value) is None:
+        return value
+    return _CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", value)
 
 
 def _record_id() -> str:
@@ -259,6 +272,7 @@ class WarcWriter:
         if self._fh is None or self._fh.tell() >= self.max_size:
             self.rotate()
         date = warc_date(cap.ts)
+        uri = _header_safe(cap.url)
         common = [("WARC-Date", date)]
         if cap.ip:
             common.append(("WARC-IP-Address", cap.ip))
@@ -270,7 +284,7 @@ class WarcWriter:
             main_id = _record_id()
             digest = sha1_label(body.payload)
             fields = [("WARC-Type", "response"), ("WARC-Record-ID", main_id),
-                      ("WARC-Target-URI", cap.url), *common, ("WARC-Payload-Digest", digest),
+                      ("WARC-Target-URI", uri), *common, ("WARC-Payload-Digest", digest),
                       ("WARC-Block-Digest", sha1_label(body.block))]
             if cap.truncated:
                 fields.append(("WARC-Truncated", cap.truncated))
@@ -293,7 +307,7 @@ class WarcWriter:
         if main_id is not None and cap.request is not None:
             head = cap.request.headers_buff
             self._emit([("WARC-Type", "request"), ("WARC-Record-ID", _record_id()),
-                        ("WARC-Target-URI", cap.url), *common, ("WARC-Concurrent-To", main_id),
+                        ("WARC-Target-URI", uri), *common, ("WARC-Concurrent-To", main_id),
                         ("WARC-Block-Digest", sha1_text(hashlib.sha1(head).digest())),
                         ("WARC-Payload-Digest", _EMPTY_SHA1),
                         ("Content-Type", "application/http; msgtype=request"),
@@ -301,7 +315,7 @@ class WarcWriter:
         meta = orjson.dumps(cap.metadata, option=orjson.OPT_SORT_KEYS)
         digest = sha1_text(hashlib.sha1(meta).digest())
         fields = [("WARC-Type", "metadata"), ("WARC-Record-ID", _record_id()),
-                  ("WARC-Target-URI", cap.url), *common]
+                  ("WARC-Target-URI", uri), *common]
         if main_id:
             fields.append(("WARC-Concurrent-To", main_id))
         fields += [("WARC-Block-Digest", digest), ("WARC-Payload-Digest", digest),

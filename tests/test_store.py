@@ -239,3 +239,17 @@ def test_plain_reader_agrees_with_warcio(tmp_path: Path, compression: str) -> No
     data = warcread._read_slice(tmp_path / ptrs[0]["file"], ptrs[0]["offset"], ptrs[0]["length"])
     folded = data.replace(b"\r\nContent-Length:", b"\r\nX-Long: a\r\n  b\r\nContent-Length:", 1)
     assert warcread._fast_response(folded, 1 << 20) is None
+
+
+def test_a_url_with_line_breaks_cannot_forge_warc_headers(tmp_path: Path) -> None:
+    w = store.WarcWriter(tmp_path)
+    evil = "http://example.test/x\r\nWARC-Type: forged"
+    w.write(store.Capture(evil, "none", time.time(), {"outcome": "invalid-url"}))
+    w.write(_capture(evil, b"<p>x</p>"))
+    w.close()
+    files = cdxj.warc_files(tmp_path)
+    assert warcio_check(files) == 0
+    recs = list(ArchiveIterator(open(files[0], "rb")))
+    assert [r.rec_type for r in recs] == ["warcinfo", "metadata", "response", "request", "metadata"]
+    for r in recs[1:]:
+        assert r.rec_headers.get_header("WARC-Target-URI") == "http://example.test/x%0D%0AWARC-Type:%20forged"
