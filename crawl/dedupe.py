@@ -23,6 +23,7 @@ five copies does not teach the host that its own article is boilerplate.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Callable, Sequence
@@ -160,6 +161,15 @@ def hash_all(fps: Sequence[Fingerprint]) -> None:
         fp.whole = next(wholes) if fp.hashes.size >= MIN_WORDS else None
 
 
+def _hash_group(group: list[Fingerprint]) -> None:
+    """``hash_all``, then drop each page's text: a batch keeps only the word hashes
+    it still needs, not every page's text (memory stays bounded per batch)."""
+    hash_all(group)
+    for fp in group:
+        fp.text = b""
+        fp.doc = dataclasses.replace(fp.doc, raw=b"")
+
+
 class Deduper:
     """The duplicate tables inside ``CrawlDir(dir).dedupe``.
 
@@ -227,23 +237,15 @@ class Deduper:
             group.append(fp)
             size += len(fp.text)
             if size >= _HASH_BYTES or len(group) >= _HASH_GROUP:
-                hash_all(group)
+                _hash_group(group)
                 group, size = [], 0
-        hash_all(group)
+        _hash_group(group)
         if not todo:
             return out
         with self.env.begin(write=True) as txn:
             for i, fp in todo:
                 out[i] = self._record(txn, recs[i], fp)
         return out
-
-    def check_one(self, txn: lmdb.Transaction, rec: Record, body: bytes, ctype: str) -> Record:
-        """One page inside the caller's write transaction."""
-        given = rec.get("digest")
-        fp = Fingerprint(rec["url"], body, ctype, hashed=False,
-                         digest=given if isinstance(given, str) and given else None)
-        hash_all([fp])
-        return self._record(txn, rec, fp)
 
     def _record(self, txn: lmdb.Transaction, rec: Record, fp: Fingerprint) -> Record:
         url: str = rec["url"]

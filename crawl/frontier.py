@@ -12,7 +12,8 @@ One LMDB environment (``CrawlDir.frontier``) holds named databases:
 ``hosts``     host id -> HostState; ``hostid`` host name -> host id.
 ``leases``    lease id -> the leased entry; ``deadlines`` (ms, lease id) for
               expiry.
-``known``     URL fingerprint -> queued / leased / done / dropped + cycle.
+``known``     URL fingerprint -> queued / done / dropped + cycle (a leased URL
+              stays "queued" here; its lease is in ``leases``).
 ``ips``       per-IP leases in flight and slow-down; ``ipwait`` hosts that are
               ready but whose IP is at its cap.
 ``meta``      counters, the cycle number, idle-time accounting.

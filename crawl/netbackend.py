@@ -158,25 +158,28 @@ class OriginPools:
         url = request.url
         key = (url.scheme, url.host, url.port)
         origin = self._origins.get(key)
+        new = origin is None
         if origin is None:
             origin = self._origins[key] = _Origin()
-            await self._evict()
         else:
             self._origins.move_to_end(key)
+        origin.active += 1  # busy from here on: eviction must not pick it
         conn, origin.idle = origin.idle, None
-        if conn is not None and (not conn.is_available() or conn.has_expired()):
-            await _close(conn)  # the server closed it, or it sat idle too long
-            conn = None
-        if conn is None:
-            conn = httpcore.AsyncHTTPConnection(
-                url.origin, ssl_context=self._ssl, keepalive_expiry=self._expiry, http1=True,
-                http2=False, network_backend=self._backend)
-        origin.active += 1
         try:
+            if new:
+                await self._evict()
+            if conn is not None and (not conn.is_available() or conn.has_expired()):
+                await _close(conn)  # the server closed it, or it sat idle too long
+                conn = None
+            if conn is None:
+                conn = httpcore.AsyncHTTPConnection(
+                    url.origin, ssl_context=self._ssl, keepalive_expiry=self._expiry, http1=True,
+                    http2=False, network_backend=self._backend)
             resp = await conn.handle_async_request(request)
         except BaseException:
             origin.active -= 1
-            await _close(conn)
+            if conn is not None:
+                await _close(conn)
             raise
         return PooledResponse(resp, self, origin, conn)
 

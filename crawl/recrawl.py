@@ -113,13 +113,15 @@ class Recrawler:
 
     # ---- small helpers (inside a transaction) ---------------------------
 
-    def _page_of(self, txn: Any, url: object) -> tuple[bytes, dict[str, Any]] | None:
-        """The page state of a record's URL (new if unknown); None for a bad URL."""
+    def _page_of(self, txn: Any, url: object) -> tuple[bytes, dict[str, Any], bool] | None:
+        """The page state of a record's URL, and whether it is new (not stored yet);
+        None for a bad URL."""
         if not isinstance(url, str) or not url:
             return None
         try:
             key = url_key(url)
-            return key, self._get(txn, key, url) or self._new_page(url)
+            page = self._get(txn, key, url)
+            return (key, page, False) if page is not None else (key, self._new_page(url), True)
         except ValueError:
             return None
 
@@ -270,7 +272,7 @@ class Recrawler:
                 if found is None:
                     counts["ignored"] += 1
                     continue
-                key, page = found
+                key, page, _ = found
                 t = num(rec.get("fetched_at")) or num(rec.get("ts")) or now
                 if outcome not in ("ok", "not-modified"):
                     if rec.get("status") in GONE and page.get("last") is not None:
@@ -307,10 +309,10 @@ class Recrawler:
                 if found is None:
                     counts["ignored"] += 1
                     continue
-                key, page = found
+                key, page, new = found
                 counts["links"] += 1
                 learned = learn_link(page, rec)
-                if not learned:
+                if not learned and not new:
                     continue  # nothing new: the stored page stays as it is
                 if learned == "hint":
                     slot = page.get("slot")

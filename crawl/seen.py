@@ -54,6 +54,7 @@ from pyroaring import BitMap
 
 from . import records
 from .bloom import BloomFilter, _best_load, as_fps
+from .errors import CrawlError
 from .records import Record
 from .state import close_env, open_env
 
@@ -318,6 +319,9 @@ class SeenSet:
         """Insert-if-absent (sorted ``fresh``, none of them in a run); a mask of the new."""
         raw = txn.get(_NEXT_ID, db=self.meta)
         next_id = int.from_bytes(raw, "big") if raw else 0
+        if next_id + len(fresh) > 1 << 32:  # ids are 32-bit: wrapping would merge URLs
+            raise CrawlError(f"the seen set in {self.path} holds 2**32 URLs, its limit; "
+                             "start a new crawl directory")
         ids = np.arange(next_id, next_id + len(fresh), dtype=np.uint64).astype(_IDS)
         recent = txn.stat(self.urls)["entries"]
         if recent + len(fresh) >= self.delta_max:
@@ -358,7 +362,7 @@ class SeenSet:
             fps, ids = np.insert(old_f, pos, fps), np.insert(old_i, pos, ids)
             self._count("runs_merged")
         kept = len(arrays)
-        del arrays  # no view of the map outlives the writes below
+        del arrays  # the merged arrays are copies; the views left are not used again
         for run, _ in runs[kept:]:
             txn.delete(_run_key(run, b"f"), db=self.runs)
             txn.delete(_run_key(run, b"i"), db=self.runs)

@@ -145,6 +145,13 @@ def test_links_raise_importance_and_shorten_the_interval(rc: Recrawler) -> None:
     assert rc.get(a)["next"] - T0 - DAY < rc.get(b)["next"] - T0 - DAY
 
 
+def test_a_link_to_an_unknown_page_is_remembered_even_when_it_says_nothing_else(rc: Recrawler) -> None:
+    u = "http://a.test/bare"
+    assert rc.get(u) is None
+    assert rc.observe_links([records.make("link", url=u)], T0)["links"] == 1
+    assert rc.get(u) is not None and rc.get(u)["url"] == u
+
+
 def test_sitemap_lastmod_is_a_hint_ahead_of_the_model_and_changefreq_a_prior(rc: Recrawler) -> None:
     u, v = "http://a.test/news", "http://a.test/old"
     rc.observe([fetch(u, T0), fetch(v, T0)], T0)
