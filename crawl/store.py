@@ -26,6 +26,7 @@ import re
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -251,13 +252,18 @@ class WarcWriter:
         finally:
             os.close(dfd)
 
-    def _record(self, rec: Any) -> tuple[int, int]:
+    def _appended(self, write: Callable[[], None]) -> tuple[int, int]:
+        """Run ``write`` (one record, one compressed member); where it landed: (offset, length)."""
         assert self._fh is not None
         start = self._fh.tell()
-        self._w.write_record(rec)
+        write()
         end = self._fh.tell()
         self.bytes_written += end - start
         return start, end - start
+
+    def _record(self, rec: Any) -> tuple[int, int]:
+        """A record built by warcio (warcinfo, revisit)."""
+        return self._appended(lambda: self._w.write_record(rec))
 
     def write(self, cap: Capture) -> dict[str, Any] | None:
         """Write one capture's records; returns ``{file, offset, length}`` of the
@@ -325,19 +331,18 @@ class WarcWriter:
 
     def _emit(self, fields: list[tuple[str, str]], block: bytes, rest: BinaryIO | None = None) -> tuple[int, int]:
         """One record (WARC/1.1 head, block, two CRLFs) as one compressed member."""
-        assert self._fh is not None
-        start = self._fh.tell()
         f = self._framer
-        f.write(("WARC/1.1\r\n" + "".join([f"{k}: {v}\r\n" for k, v in fields]) + "\r\n").encode("utf-8"))
-        f.write(block)
-        if rest is not None:
-            while piece := rest.read(1 << 20):
-                f.write(piece)
-        f.write(b"\r\n\r\n")
-        f.flush()
-        end = self._fh.tell()
-        self.bytes_written += end - start
-        return start, end - start
+
+        def write() -> None:
+            f.write(("WARC/1.1\r\n" + "".join([f"{k}: {v}\r\n" for k, v in fields]) + "\r\n").encode("utf-8"))
+            f.write(block)
+            if rest is not None:
+                while piece := rest.read(1 << 20):
+                    f.write(piece)
+            f.write(b"\r\n\r\n")
+            f.flush()
+
+        return self._appended(write)
 
     def _index_line(self, cap: Capture, date: str, ptr: dict[str, Any], digest: str) -> None:
         from .cdxj import cdxj_line
