@@ -16,7 +16,7 @@ Limits (DESIGN invariant 4), all configurable in :class:`Limits`:
 * decoded size and ratio: the body is decompressed as it streams (gzip,
   deflate, br) only to count, in bounded pieces, so a compression bomb is
   stopped after at most ``max_decoded`` bytes of output ever existed;
-* response headers: 100 KiB (httpcore's h11 limit), a protocol-error beyond.
+* response headers: 100 KiB (:data:`crawl.http1.MAX_HEAD`), a protocol-error beyond.
 """
 
 from __future__ import annotations
@@ -26,15 +26,22 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import brotli
-import httpcore
 import httpx
 import trio
 
-from .netbackend import CONNECT_INFO, OriginPools, PooledResponse, RefusedAddress
+from .http1 import (
+    ConnectError,
+    ConnectTimeout,
+    ProtocolError,
+    Response,
+    WireError,
+    request_head,
+)
+from .netbackend import OriginPools, RefusedAddress
 from .store import BodyBuffer, http_block
 
 _PIECE = 64 << 10
@@ -47,11 +54,6 @@ class Limits:
     max_body: int = 5_000_000
     max_decoded: int = 50_000_000
     max_ratio: float = 100.0  # decoded/raw, checked once 1 MiB has been decoded
-
-    @property
-    def timeouts(self) -> dict[str, float]:
-        """httpcore's per-phase timeouts; the whole exchange is also capped at ``total``."""
-        return {"connect": self.connect, "read": self.total, "write": self.total, "pool": self.total}
 
 
 class Bomb(Exception):
@@ -153,38 +155,31 @@ class Exchange:
             self.body.close()
 
 
-def _response_block(resp: PooledResponse) -> Any:
-    reason = resp.extensions.get("reason_phrase", b"")
-    reason = reason.decode("latin-1") if isinstance(reason, bytes) else str(reason)
-    version = resp.extensions.get("http_version", b"HTTP/1.1")
-    version = version.decode("ascii") if isinstance(version, bytes) else str(version)
+def _response_block(resp: Response) -> Any:
     hdrs = []
     for k, v in resp.headers:
         name = k.decode("latin-1")
         if name.lower() == "transfer-encoding":
             name = "X-Crawl-Transfer-Encoding"  # the stored body is de-chunked (see store.py)
         hdrs.append((name, v.decode("latin-1")))
-    return http_block(f"{version} {resp.status} {reason}".rstrip(), hdrs)
+    status = f"HTTP/{resp.version} {resp.status} {resp.reason.decode('latin-1')}"
+    return http_block(status.rstrip(), hdrs)
 
 
-# What httpcore (and the socket layer under it) raises for network trouble.
-WIRE_ERRORS = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
-               httpcore.UnsupportedProtocol, httpcore.ConnectionNotAvailable, OSError)
+# What the wire (and the socket layer under it) raises for network trouble.
+WIRE_ERRORS = (WireError, OSError)
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
     """Map a transport exception to (outcome, error text)."""
-    refused = exc if isinstance(exc, RefusedAddress) else exc.__cause__
-    if isinstance(refused, RefusedAddress):
-        return "private-address", str(refused)
     text = str(exc) or type(exc).__name__
-    if isinstance(exc, httpcore.ConnectTimeout):
+    if isinstance(exc, RefusedAddress):
+        return "private-address", text
+    if isinstance(exc, ConnectTimeout):
         return "timeout", f"connect timeout: {text}"
-    if isinstance(exc, httpcore.TimeoutException):
-        return "timeout", text
-    if isinstance(exc, httpcore.ConnectError):
+    if isinstance(exc, ConnectError):
         return ("dns-error" if text.startswith("dns: ") else "connect-error"), text
-    if isinstance(exc, httpcore.RemoteProtocolError) and "too long" in text.lower():
+    if isinstance(exc, ProtocolError) and "too long" in text:
         return "protocol-error", f"response headers too large: {text}"
     return "protocol-error", f"{type(exc).__name__}: {text}"
 
@@ -195,8 +190,17 @@ _NOT_WIRE_SAFE = re.compile(r"[^\x21-\x7e]|@")
 _DEFAULT_PORT = {"http": 80, "https": 443}
 
 
-def wire_url(url: str) -> tuple[httpcore.URL, str]:
-    """``url`` as httpcore wants it, and the Host header value.
+class Target(NamedTuple):
+    """Where a request goes and what its request line asks for."""
+
+    scheme: str
+    host: str
+    port: int
+    target: str  # path and query, as sent: "/a/b?c"
+
+
+def wire_url(url: str) -> tuple[Target, str]:
+    """Where to send a GET for ``url``, and the Host header value.
 
     A crawled URL is already canonical ASCII, so a plain split does; anything
     else (IDN hosts, raw spaces, userinfo) is encoded by httpx's URL parser,
@@ -210,20 +214,19 @@ def wire_url(url: str) -> tuple[httpcore.URL, str]:
         if target[0] == "?":
             target = "/" + target
         netloc = f"[{host}]" if ":" in host else host
-        if port == _DEFAULT_PORT[scheme]:
-            port = None
-        elif port is not None:
+        if port is None or port == _DEFAULT_PORT[scheme]:
+            port = _DEFAULT_PORT[scheme]
+        else:
             netloc = f"{netloc}:{port}"
-        return httpcore.URL(scheme=scheme.encode(), host=host.encode(), port=port,
-                            target=target.encode()), netloc
+        return Target(scheme, host, port, target), netloc
     try:
         u = httpx.URL(url)
     except (httpx.InvalidURL, TypeError) as exc:
         raise ValueError(str(exc)) from exc
     if u.scheme not in _DEFAULT_PORT or not u.host:
         raise ValueError(f"not an http(s) URL with a host: {url!r}")
-    return (httpcore.URL(scheme=u.raw_scheme, host=u.raw_host, port=u.port, target=u.raw_path),
-            u.netloc.decode("ascii"))
+    return (Target(u.scheme, u.raw_host.decode("ascii"), u.port or _DEFAULT_PORT[u.scheme],
+                   u.raw_path.decode("ascii")), u.netloc.decode("ascii"))
 
 
 async def exchange(
@@ -238,11 +241,9 @@ async def exchange(
 ) -> Exchange:
     """GET ``url``; never raises for network trouble (see module docstring)."""
     ex = Exchange(url)
-    info: dict[str, Any] = {}
-    token = CONNECT_INFO.set(info)
     t0 = time.perf_counter()
     cap = limits.max_body if max_body is None else max_body
-    resp: PooledResponse | None = None
+    resp: Response | None = None
     try:
         try:
             wurl, netloc = wire_url(url)
@@ -250,14 +251,20 @@ async def exchange(
             ex.failure, ex.error = "invalid-url", f"cannot make a request of this URL: {exc}"
             return ex
         wire = [("Host", netloc), *headers]
-        req = httpcore.Request(b"GET", wurl, headers=[(k.encode("latin-1"), v.encode("latin-1"))
-                                                     for k, v in wire],
-                               extensions={"timeout": limits.timeouts})
-        ex.request = http_block(f"GET {wurl.target.decode('ascii')} HTTP/1.1", wire)
+        try:
+            head = request_head(wurl.target, wire)
+        except (ValueError, UnicodeEncodeError) as exc:
+            ex.failure, ex.error = "invalid-url", f"cannot send this request: {exc}"
+            return ex
+        ex.request = http_block(f"GET {wurl.target} HTTP/1.1", wire)
         with trio.move_on_after(limits.total) as scope:
             try:
-                resp = await transport.open(req)
+                resp = await transport.open(wurl.scheme, wurl.host, wurl.port, head, limits.connect)
                 ex.timings["first_byte"] = time.perf_counter() - t0
+                conn = resp._conn
+                ex.ip = conn.ip
+                if conn.requests == 1:  # this exchange dialled it
+                    ex.timings["connect"] = conn.connect_time
                 ex.status = resp.status
                 ex.response = _response_block(resp)
                 ex.headers = list(ex.response.headers)
@@ -267,7 +274,7 @@ async def exchange(
                 meter = Meter(ex.header("content-encoding") or "", limits.max_decoded,
                               limits.max_ratio, keep)
                 body = ex.body = BodyBuffer(ex.response.headers_buff)
-                async for chunk in resp.stream:  # raw bytes: Content-Encoding intact
+                async for chunk in resp:  # raw bytes: Content-Encoding intact
                     room = cap - body.length
                     if len(chunk) > room:
                         chunk = chunk[:room]
@@ -293,11 +300,6 @@ async def exchange(
                 ex.truncated = "time"
     finally:
         if resp is not None:
-            with trio.CancelScope(shield=True), trio.move_on_after(1.0):
-                await resp.aclose()
-        CONNECT_INFO.reset(token)
-        ex.ip = info.get("ip")
-        if "connect" in info:
-            ex.timings["connect"] = info["connect"]
+            await transport.release(resp)
         ex.timings["total"] = time.perf_counter() - t0
     return ex

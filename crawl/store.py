@@ -4,7 +4,7 @@ Why WARC: it is what the archiving ecosystem (warcio, pywb, cdxj-indexer)
 reads, and it keeps the HTTP exchange *as received*: the response record
 holds the status line, the headers and the body bytes with their
 Content-Encoding intact. Decoding is the reader's job (:func:`read_response`).
-One exception: httpx hands us the body already de-chunked, so a
+One exception: the HTTP client hands us the body already de-chunked, so a
 ``Transfer-Encoding`` header is renamed ``X-Crawl-Transfer-Encoding`` (the
 stored body is not chunked and the header must not claim it is).
 

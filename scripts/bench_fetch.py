@@ -121,7 +121,7 @@ def profile(inp: Path, crawl_dir: Path, hosts: Path, concurrency: int) -> None:
     by_pkg: dict[str, float] = {}
     for (path, _line, _fn), (_cc, _nc, tt, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         pkg = "builtins/C"
-        for name in ("trio", "httpcore", "httpx", "h11", "warcio", "lmdb", "crawl", "orjson"):
+        for name in ("trio", "httptools", "warcio", "lmdb", "crawl", "orjson"):
             if f"/{name}/" in path:
                 pkg = name
                 break

@@ -1,0 +1,249 @@
+"""The HTTP/1.1 client under the fetcher, against a loopback server that sends scripted bytes.
+
+Each test scripts what the server writes on each connection, request by
+request, and checks what :func:`crawl.exchange.exchange` made of it and how
+many connections it took (keep-alive is kept only when it is safe).
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import trio
+import trustme
+
+from crawl.dns import AddressPolicy, Resolver
+from crawl.exchange import Exchange, Limits, exchange
+from crawl.http1 import MAX_HEAD, request_head
+from crawl.netbackend import Dialer, OriginPools, make_transport
+
+LIMITS = Limits(connect=2.0, total=5.0)
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+CLOSE = None  # in a script: close the connection instead of answering
+
+
+class Scripted:
+    """Connection i answers its requests with ``scripts[i]`` in turn (CLOSE: hang up).
+
+    Any connection beyond the scripts answers OK to everything.
+    """
+
+    def __init__(self, scripts: list[list[bytes | None]], tls: ssl.SSLContext | None = None) -> None:
+        self.scripts = scripts
+        self.tls = tls
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            i, self.connections = self.connections, self.connections + 1
+            script = self.scripts[i] if i < len(self.scripts) else [OK] * 100
+            threading.Thread(target=self._serve, args=(conn, list(script)), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, script: list[bytes | None]) -> None:
+        buf = b""
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError):  # the client refused our certificate
+                conn.close()
+                return
+        with conn:
+            for answer in script:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                self.requests.append(head)
+                if answer is CLOSE:
+                    return
+                conn.sendall(answer)
+            conn.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@contextmanager
+def server(*scripts: list[bytes | None]) -> Iterator[Scripted]:
+    s = Scripted(list(scripts))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def get_all(port: int, paths: list[str], limits: Limits = LIMITS) -> list[Exchange]:
+    """GET each path of a.test (mapped to 127.0.0.1) in turn over one transport."""
+
+    async def main() -> list[Exchange]:
+        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        out = []
+        try:
+            for p in paths:
+                ex = await exchange(transport, f"http://a.test:{port}{p}", [("User-Agent", "t")], limits,
+                                    keep=100)
+                ex.close()
+                out.append(ex)
+        finally:
+            await transport.aclose()
+        return out
+
+    return trio.run(main)
+
+
+def body(ex: Exchange) -> bytes:
+    return ex.decoded  # the first 100 bytes of the body, decoded
+
+
+def test_keep_alive_serves_sequential_requests_on_one_connection() -> None:
+    with server([OK, OK, OK]) as s:
+        got = get_all(s.port, ["/1", "/2", "/3"])
+    assert [(e.status, e.failure, body(e)) for e in got] == [(200, None, b"ok")] * 3
+    assert s.connections == 1
+    assert [r.split(b"\r\n")[0] for r in s.requests] == [b"GET /1 HTTP/1.1", b"GET /2 HTTP/1.1",
+                                                         b"GET /3 HTTP/1.1"]
+    assert b"Host: a.test:%d" % s.port in s.requests[0]
+    assert "connect" in got[0].timings and "connect" not in got[1].timings  # only the first one dialled
+    assert got[1].ip == "127.0.0.1"
+
+
+def test_a_kept_alive_connection_the_server_dropped_is_retried_on_a_new_one() -> None:
+    # connection 1 answers once, then reads the next request and hangs up without a byte
+    with server([OK, CLOSE], [OK]) as s:
+        got = get_all(s.port, ["/1", "/2"])
+    assert [(e.status, e.failure, body(e)) for e in got] == [(200, None, b"ok")] * 2
+    assert s.connections == 2
+
+
+def test_a_fresh_connection_closed_without_an_answer_is_a_protocol_error_not_retried() -> None:
+    with server([CLOSE], [OK]) as s:
+        (ex,) = get_all(s.port, ["/1"])
+    assert ex.failure == "protocol-error" and "without sending" in ex.error
+    assert s.connections == 1
+
+
+def test_informational_responses_are_skipped() -> None:
+    with server([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n" + OK]) as s:
+        (ex,) = get_all(s.port, ["/"])
+    assert (ex.status, ex.failure, body(ex)) == (200, None, b"ok")
+    assert ex.header("link") is None
+
+
+def test_body_framed_by_close_ends_at_eof_and_the_connection_is_not_reused() -> None:
+    with server([b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end"], [OK]) as s:
+        got = get_all(s.port, ["/a", "/b"])
+    assert (got[0].status, got[0].failure, body(got[0])) == (200, None, b"until the end")
+    assert got[0].response.protocol == "HTTP/1.0"
+    assert body(got[1]) == b"ok" and s.connections == 2
+
+
+def test_chunked_body_is_dechunked_and_its_header_renamed_in_the_record() -> None:
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+    with server([chunked, OK]) as s:
+        got = get_all(s.port, ["/a", "/b"])
+    assert body(got[0]) == b"abcde" and got[0].failure is None
+    assert got[0].response.get_header("X-Crawl-Transfer-Encoding") == "chunked"
+    assert s.connections == 1
+
+
+def test_bytes_after_a_response_keep_the_response_but_not_the_connection() -> None:
+    with server([OK + b"JUNK AFTER THE BODY", OK], [OK]) as s:
+        got = get_all(s.port, ["/a", "/b"])
+    assert [(e.status, e.failure, body(e)) for e in got] == [(200, None, b"ok")] * 2
+    assert s.connections == 2
+
+
+def test_connection_close_header_is_honoured() -> None:
+    with server([b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"], [OK]) as s:
+        got = get_all(s.port, ["/a", "/b"])
+    assert [e.failure for e in got] == [None, None] and s.connections == 2
+
+
+@pytest.mark.parametrize("answer, words", [
+    (b"NOT HTTP AT ALL\r\n\r\n", "malformed"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "complete message body"),
+    (b"HTTP/1.1 200 OK\r\nX-Big: " + b"x" * (MAX_HEAD + 10), "too large"),
+    (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n", "switched"),
+])
+def test_broken_responses_are_protocol_errors(answer: bytes, words: str) -> None:
+    with server([answer]) as s:
+        (ex,) = get_all(s.port, ["/"])
+    assert ex.failure == "protocol-error" and words in ex.error, ex.error
+
+
+def test_a_header_value_with_a_line_break_is_never_sent() -> None:
+    with pytest.raises(ValueError):
+        request_head("/", [("If-None-Match", '"a"\r\nX-Evil: 1')])
+    with server([OK]) as s:
+        (ex,) = get_all(s.port, ["/"], limits=LIMITS)
+        got = trio.run(_one_with_header, s.port)
+    assert ex.failure is None
+    assert got.failure == "invalid-url" and "line break" in got.error
+    assert len(s.requests) == 1  # the bad one never reached the server
+
+
+async def _one_with_header(port: int) -> Exchange:
+    transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                               AddressPolicy(allow_private=True))
+    try:
+        return await exchange(transport, f"http://a.test:{port}/", [("X-Evil", "a\r\nb: c")], LIMITS)
+    finally:
+        await transport.aclose()
+
+
+def test_refused_address_and_connect_error() -> None:
+    async def main() -> list[Exchange]:
+        res = Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False)
+        strict = make_transport(res, AddressPolicy(allow_private=False))
+        lax = make_transport(res, AddressPolicy(allow_private=True))
+        with socket.socket() as s:  # a port nobody listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        return [await exchange(strict, "http://a.test/", [], LIMITS),
+                await exchange(lax, f"http://a.test:{port}/", [], LIMITS)]
+
+    refused, closed = trio.run(main)
+    assert refused.failure == "private-address"
+    assert closed.failure == "connect-error"
+
+
+def test_https_checks_the_certificate_against_the_name_not_the_address() -> None:
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("a.test").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    s = Scripted([[OK, OK]], tls=server_ctx)
+
+    async def main() -> list[Exchange]:
+        res = Resolver(overrides={"a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"]}, fallback=False)
+        transport = OriginPools(Dialer(res, AddressPolicy(allow_private=True), client_ctx))
+        try:
+            return [await exchange(transport, f"https://{h}:{s.port}/", [], LIMITS, keep=10)
+                    for h in ("a.test", "a.test", "b.test")]
+        finally:
+            await transport.aclose()
+
+    try:
+        good, again, wrong = trio.run(main)
+    finally:
+        s.close()
+    assert (good.status, good.failure, good.decoded) == (200, None, b"ok")
+    assert again.failure is None and s.connections == 2  # kept alive; b.test dialled its own
+    assert wrong.failure == "connect-error" and "certificate" in wrong.error.lower(), wrong.error
