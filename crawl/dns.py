@@ -20,6 +20,7 @@ so a test or staging crawl can never leak to the real network; with
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import socket
@@ -84,6 +85,9 @@ class AddressPolicy:
         return cls(allow_private, tuple(nets))
 
     def permits(self, address: str) -> bool:
+        return _permits(self, address)
+
+    def _judge(self, address: str) -> bool:
         try:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
         except ValueError:
@@ -91,6 +95,12 @@ class AddressPolicy:
         if self.allow_private or not is_special(ip):
             return True
         return any(ip in net for net in self.allow if net.version == ip.version)
+
+
+@functools.lru_cache(maxsize=65536)
+def _permits(policy: AddressPolicy, address: str) -> bool:
+    """Memoised: every fetch asks again about the same few addresses (the policy is frozen)."""
+    return policy._judge(address)
 
 
 def parse_hosts(text: str, origin: str = "hosts file") -> dict[str, list[str]]:
@@ -191,10 +201,11 @@ class Resolver:
     def resolve_static(self, host: str) -> Resolution | None:
         """Literal addresses and override entries: no I/O, no cache."""
         h = host.lower().rstrip(".").strip("[]")
-        try:
-            return Resolution([str(ipaddress.ip_address(h))], "literal")
-        except ValueError:
-            pass
+        if h[-1:].isdigit() or ":" in h:  # a literal ends in a digit or has a colon: skip the parse for names
+            try:
+                return Resolution([str(ipaddress.ip_address(h))], "literal")
+            except ValueError:
+                pass
         if h in self.overrides:
             return Resolution(list(self.overrides[h]), "override")
         return None
