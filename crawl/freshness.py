@@ -84,6 +84,8 @@ def estimate_rate(
     if not changed and w == 0 and not old_t:
         return _LO
     beta = quiet + old_quiet + w / prior_rate
+    if not changed and not old_t:  # no change seen yet (most pages of a first crawl): the mode is w / beta
+        return min(max(w / beta, _LO), _HI)
 
     def slope(lam: float) -> float:  # d log-posterior / d lambda: decreasing in lambda
         s = w / lam - beta
