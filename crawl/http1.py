@@ -99,6 +99,14 @@ class Response:
         self._until_close = False
         self._keep_alive = False
         self._parser = httptools.HttpResponseParser(self)
+        # Read what browsers read: bare LF line ends, folded or control-character header
+        # values, a Content-Length beside chunked coding (the chunks win), HTTP/1.2.
+        # "Dangerous" for a proxy, which could be fooled into splitting one message
+        # two ways; a crawler only reads. Keep-alive stays strict: any doubt closes.
+        self._parser.set_dangerous_leniencies(
+            lenient_headers=True, lenient_chunked_length=True, lenient_optional_cr_before_lf=True,
+            lenient_spaces_after_chunk_size=True, lenient_optional_crlf_after_chunk=True,
+            lenient_version=True)
 
     # -- parser callbacks
     def on_message_begin(self) -> None:

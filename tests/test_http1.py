@@ -175,6 +175,19 @@ def test_connection_close_header_is_honoured() -> None:
     assert [e.failure for e in got] == [None, None] and s.connections == 2
 
 
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",  # bare LF line ends
+    b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok",  # obs-fold
+    b"HTTP/1.1 200 OK\r\nX-Ctl: a\x01b\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok",  # no reason phrase
+])
+def test_sloppy_but_readable_responses_are_read_as_browsers_read_them(answer: bytes) -> None:
+    with server([answer]) as s:
+        (ex,) = get_all(s.port, ["/"])
+    assert (ex.status, ex.failure, body(ex)) == (200, None, b"ok"), ex.error
+
+
 @pytest.mark.parametrize("answer, words", [
     (b"NOT HTTP AT ALL\r\n\r\n", "malformed"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "complete message body"),
