@@ -57,7 +57,7 @@ class Dialer:
         for addr in allowed[:3]:  # a few of the addresses, in resolver order
             try:
                 with trio.fail_after(timeout):
-                    tcp = await trio.open_tcp_stream(addr, port)
+                    tcp = await _tcp(addr, port)
                     stream: trio.abc.Stream = await _tls(tcp, self.ssl, host) if scheme == "https" else tcp
             except trio.TooSlowError:
                 last = ConnectTimeout(f"no connection to {addr}:{port} within {timeout:g} s")
@@ -71,6 +71,19 @@ class Dialer:
             return Connection(stream, (scheme, host, port), addr, time.perf_counter() - t0)
         assert last is not None
         raise last
+
+
+async def _tcp(addr: str, port: int) -> trio.SocketStream:
+    """Connect to an address already resolved and allowed (``open_tcp_stream`` would
+    look it up again and race a nursery of attempts for the one address)."""
+    sock = trio.socket.socket(trio.socket.AF_INET6 if ":" in addr else trio.socket.AF_INET,
+                              trio.socket.SOCK_STREAM)
+    try:
+        await sock.connect((addr, port))
+    except BaseException:
+        sock.close()
+        raise
+    return trio.SocketStream(sock)  # sets TCP_NODELAY
 
 
 async def _tls(tcp: trio.SocketStream, ctx: ssl.SSLContext, host: str) -> trio.SSLStream[trio.SocketStream]:
