@@ -35,6 +35,7 @@ import numpy as np
 import xxhash
 
 from . import records
+from .charset import header_charset
 from .errors import CrawlError
 from .records import Record
 from .simhash import (
@@ -103,11 +104,12 @@ class Fingerprint:
             if ctype == "text/plain":
                 text = body.decode("utf-8", "replace")
                 self.doc = Doc(raw="\n".join(text.splitlines()).encode("utf-8", "replace"))
-            else:
-                self.doc = analyse(body, None, url)
+                self.text = fold(self.doc.raw)
+            else:  # the text comes folded: no second pass over it
+                self.doc = analyse(body, header_charset(content_type), url, folded=True)
+                self.text = self.doc.raw
                 if self.doc.error:
                     self.note = self.doc.error
-            self.text = fold(self.doc.raw)
         if hashed:
             hash_all([self])
             self.keep(None)

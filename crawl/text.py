@@ -8,25 +8,40 @@ those elements are cut (``BOILERPLATE_TAGS``), and the rest is returned as
 blocks (paragraphs, list items, headings, cells) so that ``crawl dedupe`` can
 also drop blocks it has seen repeated across many pages of one host.
 
-One parse serves both the text and the ``<link rel=canonical>`` a page
-declares (:func:`analyse`); ``crawl parse`` may import :func:`visible_text`
-and :func:`canonical_link`.
+Why a tokenizer and not a tree: dedupe needs the text, the block boundaries
+and one link, never the tree, and building a tree (libxml2 via lxml) cost
+more than all the hashing after it (about 60% of ``crawl dedupe``'s CPU on a
+26 KB article). Here one compiled regex cuts the page into text and tags
+(comments, ``<script>``/``<style>``-like elements whose content is not markup,
+and doctypes are consumed whole, in C); a block tag becomes a newline, any
+other tag nothing; a boilerplate element's text is dropped up to its end tag
+(same-name nesting counted; an element never closed ends where an element
+opened before it closes, as a parser would close it). Tag names are
+lower-cased first, so the patterns are literal and fast. Behaviour follows
+the HTML standard's tokenizer: quoted attribute values may hold ``>``, a tag
+cut off by the end of the page is dropped, ``<`` not followed by a letter is
+text. Where it knowingly differs from the lxml tree it replaced
+(tests/test_text.py holds it to that tree on the test web and on a table of
+snippets): ``<title>`` is dropped wherever it is (browsers never show it; the
+tree kept one misplaced in the body), ``<embed>`` is empty (libxml2 let it
+swallow what followed), a stray end tag of a block element still ends a block,
+and an undeclared page is UTF-8 when it decodes as UTF-8 (libxml2 read it as
+Latin-1).
 
-The text stays UTF-8 bytes from lxml to the hash: libxml2 serialises the
-cleaned tree as text in one C call (``tostring(method="text")``), block
-boundaries are newlines written into the tails around block elements
-(short strings, unlike the paragraphs themselves), and :func:`fold` lower-
-cases it for :func:`crawl.simhash.word_hashes`, which cuts it into words and
-blocks in numpy. No word is ever a Python string on the way.
+The text stays UTF-8 bytes to the hash; :func:`analyse` with ``folded=True``
+returns it already folded (:func:`fold`) for :mod:`crawl.simhash`.
 """
 
 from __future__ import annotations
 
+import html as htmllib
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import compress, repeat
 from urllib.parse import urljoin
 
-from lxml import etree
+from . import charset
 
 BOILERPLATE_TAGS = (
     "script", "style", "noscript", "template", "nav", "header", "footer", "aside",
@@ -35,11 +50,39 @@ BOILERPLATE_TAGS = (
 BLOCK_TAGS = (
     "p", "div", "li", "ul", "ol", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6",
     "td", "th", "tr", "table", "pre", "blockquote", "section", "article", "main",
-    "figcaption", "figure", "address", "br", "hr", "title", "caption", "summary", "details",
+    "figcaption", "figure", "address", "br", "hr", "caption", "summary", "details",
 )
+# content is not markup (the tokenizer reads on to the end tag) and is never shown:
+# dropped whole. <title> lives in <head>, which the reader never sees either.
+RAW_TEXT_TAGS = ("script", "style", "textarea", "title", "iframe", "noscript", "noembed", "noframes")
 # what str.split() counts as white space beyond ASCII (crawl.simhash cuts ASCII white space)
 _UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
-_MAX_BYTES = 8 << 20  # parse at most 8 MiB of a page: enough text to fingerprint it
+_MAX_BYTES = 8 << 20  # read at most 8 MiB of a page: enough text to fingerprint it
+
+_END = rb"(?=[\t\n\f\r />]|\Z)"  # a tag name ends here
+_VALUE = rb"""=[\t\n\f\r ]*+(?:"[^"]*+(?:"|\Z)|'[^']*+(?:'|\Z))"""  # a quoted value may hold '>'
+_REST = rb"(?:" + _VALUE + rb"|[^>])*+(?:>|\Z)"  # attributes and the '>' (or the end of the page)
+_RAW = b"|".join(n.encode() + _END + _REST + rb"(?:.*?</" + n.encode() + _END + rb"[^>]*+(?:>|\Z)|.*)"
+                 for n in RAW_TEXT_TAGS)
+# split() gives text, then per token: the tag name ("/p" for an end tag; None for a
+# comment, a raw-text element or a doctype) and "/" when the tag closes itself
+_TOKEN = re.compile(
+    rb"<(?:" + _RAW
+    + rb"|!--(?:-?>|.*?(?:--!?>|\Z))"
+    + rb"|(/?[a-z][^\t\n\f\r />]*+)(?:" + _VALUE + rb"|/(?!>)|[^>/])*+(?:(/)>|>|\Z)"
+    + rb"|[!?/][^>]*+(?:>|\Z))",
+    re.S)
+_TAG_NAME = re.compile(rb"</?[A-Za-z][^\t\n\f\r />]*")
+_UPPER_TAG_NAME = re.compile(rb"</?[a-z]*[A-Z]")
+_LINK = re.compile(rb"<link" + _END + rb"((?:" + _VALUE + rb"|[^>])*+)")
+_ATTR = re.compile(rb"""([^\t\n\f\r "'>/=]+)(?:[\t\n\f\r ]*=[\t\n\f\r ]*(?:"([^"]*)"|'([^']*)'|([^\t\n\f\r >]*)))?""")
+
+_NL = b"\n"
+_SEPARATOR = {name: _NL for t in BLOCK_TAGS for name in (t.encode(), b"/" + t.encode())}
+# elements dropped with their content; embed is void (no content, no text)
+_CONTAINERS = [t.encode() for t in BOILERPLATE_TAGS if t not in RAW_TEXT_TAGS and t != "embed"]
+_CONTAINER_TAGS = frozenset(_CONTAINERS + [b"/" + t for t in _CONTAINERS])
+_VOID = frozenset(b"area base br col embed hr img input link meta param source track wbr".split())
 
 
 @dataclass
@@ -61,34 +104,6 @@ class Doc:
         return " ".join(self.blocks)
 
 
-_PARSERS: dict[str | None, etree.HTMLParser] = {}
-
-
-def _parser(encoding: str | None) -> etree.HTMLParser:
-    """One parser per encoding, reused (building one costs more than a small parse).
-
-    ``etree.HTMLParser``, not ``lxml.html``'s: the latter calls back into
-    Python for every element to pick its class, a third of the parse time.
-    """
-    p = _PARSERS.get(encoding)
-    if p is None:
-        if len(_PARSERS) > 32:
-            _PARSERS.clear()
-        p = _PARSERS[encoding] = etree.HTMLParser(
-            encoding=encoding, remove_comments=True, remove_pis=True, recover=True,
-            no_network=True, huge_tree=False, collect_ids=False)  # ids: no lookup table
-    return p
-
-
-def _parse(body: bytes, encoding: str | None) -> etree._Element | None:
-    try:
-        return etree.fromstring(body[:_MAX_BYTES], _parser(encoding))
-    except (etree.ParserError, etree.XMLSyntaxError, ValueError, LookupError):
-        if encoding is not None:  # a bogus charset label: let lxml guess
-            return _parse(body, None)
-        return None
-
-
 _CONTROL = bytes(c for c in range(32) if c not in b"\t\n\r\f") + b"\x7f"
 
 
@@ -103,9 +118,34 @@ def _looks_binary(head: bytes) -> bool:
     return len(head) - len(head.translate(None, _CONTROL)) > len(head) // 20
 
 
-def analyse(body: bytes, encoding: str | None = None, base_url: str | None = None) -> Doc:
-    """Parse once; return the boilerplate-free text blocks and the canonical link.
+def _utf8(body: bytes, encoding: str | None) -> bytes:
+    """The page as UTF-8: a BOM, then ``encoding`` (the header's), then ``<meta charset>``.
 
+    A page that declares nothing is UTF-8 if it decodes as UTF-8, else
+    windows-1252 (what an old undeclared page is, and the web's "latin-1").
+    """
+    if body.isascii():  # most pages: the same bytes in every encoding a page may use
+        return body
+    found = charset.detect(body)
+    given = charset.normalize(encoding)
+    if given and found.source != "bom":
+        found = charset.Detected(given, "given")
+    elif found.source == "default":
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            found = charset.Detected("cp1252", "guess")
+    return charset.to_utf8(body, found)[0]
+
+
+def analyse(body: bytes, encoding: str | None = None, base_url: str | None = None, *,
+            folded: bool = False) -> Doc:
+    """Read once; return the boilerplate-free text blocks and the canonical link.
+
+    ``encoding`` is the charset a Content-Type header named, if any.
+    ``folded=True`` returns the text lower-cased with every space ASCII
+    (:func:`fold`), as dedupe hashes it: the whole page is lower-cased
+    in one C call before it is cut, cheaper than lower-casing tag names one by one.
     Never raises on content: binary junk or an empty body gives a Doc with
     no blocks and ``error`` saying why.
     """
@@ -113,49 +153,117 @@ def analyse(body: bytes, encoding: str | None = None, base_url: str | None = Non
         return Doc(error="empty body")
     if _looks_binary(body[:1024]):
         return Doc(error="binary content, not HTML")
-    root = _parse(body, encoding)
-    if root is None:
-        return Doc(error="no HTML document could be parsed")
-    canonical = canonical_link(root, base_url)  # before _visible cuts the head
-    return Doc(raw=_visible(root), canonical=canonical)
+    page = _utf8(body[:_MAX_BYTES], encoding)
+    if folded:
+        marked = page.lower()
+    elif _UPPER_TAG_NAME.search(page):
+        marked = _TAG_NAME.sub(lambda m: m.group().lower(), page)
+    else:
+        marked = page
+    canonical = _canonical(page, marked if folded else page.lower(), base_url)
+    return Doc(raw=_visible(marked, folded), canonical=canonical)
 
 
-def _ending_newline(t: str | None) -> str | None:
-    """``t`` ending in a newline, or None when it already does (nothing to write)."""
-    if not t:
-        return "\n"
-    return None if t[-1] == "\n" else t + "\n"
+def _visible(marked: bytes, folded: bool) -> bytes:
+    """The text of a page whose tag names are lower case, a newline at every block tag."""
+    parts = _TOKEN.split(marked)
+    names = parts[1::3]
+    out: list[bytes] = [b""] * (2 * len(names) + 1)  # text, separator, text, ...
+    out[0::2] = parts[0::3]
+    out[1::2] = map(_SEPARATOR.get, names, repeat(b""))
+    marks = list(compress(range(len(names)), map(_CONTAINER_TAGS.__contains__, names)))
+    if marks:
+        _cut(out, names, parts[2::3], marks)
+    text = b"".join(out)
+    if b"\r" in text:  # a parser reads CR LF and a lone CR as LF
+        text = text.replace(b"\r\n", _NL).replace(b"\r", _NL)
+    if b"&" in text:
+        s = htmllib.unescape(text.decode("utf-8", "replace"))
+        return (_fold_str(s) if folded else s).encode("utf-8", "replace")
+    return fold(text) if folded and not text.isascii() else text
 
 
-def _visible(root: etree._Element) -> bytes:
-    """The text of ``root`` without boilerplate, a newline around every block element.
+def _cut(out: list[bytes], names: list[bytes], closes: list[bytes | None], marks: list[int]) -> None:
+    """Empty what is inside boilerplate elements (``marks``: the tokens of their tags).
 
-    The newlines go into the short strings next to each block (the tail of
-    the element before it, or its parent's text, and its own tail), never
-    into the paragraph itself: rewriting a long text costs a decode and an
-    encode each time. Then libxml2 writes all text out in one call.
+    Token i is the tag between texts ``out[2 * i]`` and ``out[2 * i + 2]``;
+    ``out[2 * i + 1]`` is what it became (a newline or nothing).
     """
-    etree.strip_elements(root, *BOILERPLATE_TAGS, "head", with_tail=False)
-    for el in root.iter(*BLOCK_TAGS):
-        # a string that already ends (or starts) with a newline is left alone:
-        # in formatted HTML ("</p>\n<p>") most are, and reading is cheaper than writing
-        prev = el.getprevious()
-        if prev is not None:
-            t = _ending_newline(prev.tail)
-            if t is not None:
-                prev.tail = t
+    k = 0
+    while k < len(marks):
+        start = marks[k]
+        name = names[start]
+        k += 1
+        if name[0] == 47 or closes[start]:  # a stray end tag, or <x/>: nothing inside
+            continue
+        end_tag = b"/" + name
+        depth = 1
+        while k < len(marks) and depth:
+            n = names[marks[k]]
+            if n == name and not closes[marks[k]] and name != b"form":  # a nested form is ignored
+                depth += 1
+            elif n == end_tag:
+                depth -= 1
+            k += 1
+        if depth:  # never closed: it ends before the end tag that closes it
+            end = _implied_end(names, closes, start)
+            k = bisect_right(marks, end)
+            stop = 2 * end + 1
         else:
-            parent = el.getparent()
-            if parent is not None:
-                t = _ending_newline(parent.text)
-                if t is not None:
-                    parent.text = t
-        t = el.tail
-        if not t:
-            el.tail = "\n"
-        elif t[0] != "\n":
-            el.tail = "\n" + t
-    return etree.tostring(root, method="text", encoding="utf-8", with_tail=False)
+            end = marks[k - 1]
+            stop = 2 * end + 2
+        out[2 * start + 1:stop] = repeat(b"", stop - 2 * start - 1)
+
+
+def _implied_end(names: list[bytes | None], closes: list[bytes | None], start: int) -> int:
+    """Where an element opened at token ``start`` and never closed ends.
+
+    At the first end tag of an element opened before it (a parser closes
+    ours there too), or at the end of the page.
+    """
+    opened: dict[bytes, int] = {}
+    for j in range(start + 1, len(names)):
+        n = names[j]
+        if n is None:
+            continue
+        if n[0] == 47:
+            if not opened.get(n[1:]):
+                return j
+            opened[n[1:]] -= 1
+        elif n not in _VOID and not closes[j]:
+            opened[n] = opened.get(n, 0) + 1
+    return len(names)
+
+
+def _canonical(page: bytes, low: bytes, base_url: str | None) -> str | None:
+    """The first ``<link rel=canonical href>`` outside comments and scripts.
+
+    Found in ``low`` (the page lower-cased), read from ``page`` at the same
+    offsets (lower-casing keeps every byte in place), so the URL keeps its
+    case.
+    """
+    if b"canonical" not in low:
+        return None
+    pos = low.find(b"<link")
+    while pos >= 0:
+        m = _LINK.match(low, pos)
+        if m and not _inside(low, pos, b"<!--", b"-->") and not _inside(low, pos, b"<script", b"</script"):
+            attrs: dict[bytes, bytes] = {}
+            for a in _ATTR.finditer(page, *m.span(1)):
+                attrs.setdefault(a.group(1).lower(), a.group(2) or a.group(3) or a.group(4) or b"")
+            href = htmllib.unescape(attrs.get(b"href", b"").decode("utf-8", "replace")).strip()
+            if b"canonical" in attrs.get(b"rel", b"").lower().split() and href:
+                return urljoin(base_url, href) if base_url else href
+        pos = low.find(b"<link", pos + 5)
+    return None
+
+
+def _inside(low: bytes, pos: int, opener: bytes, closer: bytes) -> bool:
+    return low.rfind(opener, 0, pos) > low.rfind(closer, 0, pos)
+
+
+def _fold_str(s: str) -> str:
+    return _UNICODE_SPACE.sub(" ", s.lower())
 
 
 def fold(raw: bytes) -> bytes:
@@ -166,8 +274,7 @@ def fold(raw: bytes) -> bytes:
     """
     if raw.isascii():
         return raw.lower()
-    text = _UNICODE_SPACE.sub(" ", raw.decode("utf-8", "replace").lower())
-    return text.encode("utf-8", "replace")
+    return _fold_str(raw.decode("utf-8", "replace")).encode("utf-8", "replace")
 
 
 def visible_text(html: bytes, encoding: str | None = None) -> str:
@@ -175,18 +282,10 @@ def visible_text(html: bytes, encoding: str | None = None) -> str:
     return analyse(html, encoding).text
 
 
-def canonical_link(html: bytes | etree._Element, base_url: str | None = None) -> str | None:
+def canonical_link(html: bytes, base_url: str | None = None) -> str | None:
     """The absolute URL of ``<link rel="canonical">``, or None.
 
     Only the first such link counts (as search engines do); a relative href
     is resolved against ``base_url``.
     """
-    root = html if isinstance(html, etree._Element) else _parse(html, None)
-    if root is None:
-        return None
-    for link in root.iter("link"):
-        rel = (link.get("rel") or "").lower().split()
-        href = (link.get("href") or "").strip()
-        if "canonical" in rel and href:
-            return urljoin(base_url, href) if base_url else href
-    return None
+    return analyse(html, None, base_url).canonical
