@@ -149,7 +149,12 @@ class RobotsFetcher:
     async def get(self, url: str) -> tuple[RobotsInfo, list[Exchange]]:
         """The robots verdict for ``url``'s origin, plus any exchanges made to get it."""
         origin = origin_of(url)
-        lock = self._locks.setdefault(origin, trio.Lock())
+        hot = self._parsed.get(origin)  # the common case, without a lock: a parsed copy in memory
+        if hot is not None and hot[0] > float(self.clock()):
+            return hot[1], []
+        lock = self._locks.get(origin)
+        if lock is None:
+            lock = self._locks[origin] = trio.Lock()
         try:
             async with lock:  # one robots fetch per origin at a time
                 return await self._get(origin)
