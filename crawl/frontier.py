@@ -36,8 +36,9 @@ from typing import Any
 from . import hostqueue as hq
 from .frontier_tx import Tx, _get_int, fingerprint, lease_name
 from .maptrim import MapTrimmer
-from .politeness import DEFAULT, Politeness
+from .politeness import DEFAULT, Politeness, host_of
 from .records import Record
+from .errors import StateError
 from .state import close_env, open_env
 
 __all__ = ["Frontier", "fingerprint", "lease_name"]
@@ -49,7 +50,7 @@ ADD_CHUNK = 10_000  # records per add transaction: bounds its dirty (anonymous) 
 # neighbours of each, so the map budget is checked while a batch runs, not
 # only between transactions (reading the old map is safe mid-transaction).
 TRIM_EVERY = 100
-HID_CACHE = 100_000  # host ids this process remembers (~10 MB at most)
+HID_CACHE = 1 << 17  # host ids this process remembers (~15 MB at most)
 
 _DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait")
 
@@ -74,10 +75,30 @@ class Frontier:
         # (the file grows) and, in the end, fill the reader table.
         self.env.reader_check()
         self.db = {name: self.env.open_db(name.encode()) for name in _DBS}
+        self._check_layout()
         self.trimmer = MapTrimmer(Path(path) / "data.mdb", map_budget)
         # host name -> host id of committed hosts: ids are never reused or
         # changed, so the cache stays true whatever other processes do.
         self.hid_cache: dict[str, int] = {}
+
+    def _check_layout(self) -> None:
+        """Stamp a new frontier with this code's layout; refuse one of another layout."""
+        meta = self.db["meta"]
+        with self.env.begin() as txn:
+            v = txn.get(b"layout", db=meta)
+            used = txn.get(b"seq", db=meta) is not None or txn.stat(self.db["hostid"])["entries"] > 0
+        if v is None and not used:
+            with self.env.begin(write=True) as txn:
+                txn.put(b"layout", hq.u64(hq.LAYOUT), overwrite=False, db=meta)
+            return
+        found = hq.from_u64(v) if v is not None else 1
+        if found != hq.LAYOUT:
+            path = self.env.path()
+            close_env(self.env)
+            raise StateError(
+                f"the frontier in {path} has layout {found}, this version of crawl reads "
+                f"layout {hq.LAYOUT}; finish that crawl with the version that started it, or start "
+                "this one in a new crawl directory (or delete its frontier/ and add the seeds again)")
 
     def remember_hid(self, name: str, hid: int) -> None:
         if len(self.hid_cache) >= HID_CACHE:
@@ -110,15 +131,11 @@ class Frontier:
             chunk = list(itertools.islice(it, ADD_CHUNK))
             if not chunk:
                 break
-            before = dict(counts)
             with self.env.begin(write=True) as txn:
                 t = Tx(self, txn, now)
-                for i, rec in enumerate(chunk, 1):
-                    counts[t.add_one(rec, rejects)] += 1
-                    if not i % TRIM_EVERY:
-                        self.trimmer.maybe_trim()
-                t.count("added", counts["added"] - before["added"])
-                t.count("dropped_host_cap", counts["dropped_host_cap"] - before["dropped_host_cap"])
+                for lo in range(0, len(chunk), TRIM_EVERY):
+                    t.add_many(chunk[lo : lo + TRIM_EVERY], rejects, counts)
+                    self.trimmer.maybe_trim()
                 t.flush()
             for name, hid in t.hids.items():  # committed now
                 self.remember_hid(name, hid)
@@ -209,14 +226,19 @@ class Frontier:
 
     def state_of(self, url: str) -> str | None:
         """queued / leased / done / dropped, or None if the frontier never saw it."""
-        fp = hq.u64(fingerprint(url))
+        try:
+            name = host_of(url)
+        except ValueError:
+            return None
+        fp = fingerprint(url)
         with self.env.begin() as txn:
-            v = txn.get(fp, db=self.db["known"])
+            hid = txn.get(name.encode(), db=self.db["hostid"])
+            v = txn.get(hq.known_key(hq.from_hid(hid), fp), db=self.db["known"]) if hid else None
             if not v:
                 return None
             state = hq.decode_known(v)[0]
             if state == hq.QUEUED:  # a leased URL keeps "queued" in known: look for its lease
-                fp_le = hq.from_u64(fp).to_bytes(8, "little")
+                fp_le = fp.to_bytes(8, "little")
                 for raw in txn.cursor(db=self.db["leases"]).iternext(keys=False):
                     if raw[hq.LEASE_FP] == fp_le:
                         return "leased"

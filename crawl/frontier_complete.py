@@ -42,14 +42,16 @@ _OUTCOMES = frozenset(records.OUTCOMES)
 
 
 def _event(t: Tx, rec: Record, event: str, **fields: Any) -> Record:
-    out = records.make("event", ts=t.now, event=event, url=rec.get("url"), lease=rec.get("lease"))
+    out = {"kind": "event", "v": records.VERSION, "ts": t.now, "event": event, "url": rec.get("url"),
+           "lease": rec.get("lease")}
     out.update(fields)
     return out
 
 
 def _number(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
-        return float(value)
+    t = type(value)
+    if (t is float or t is int) and value == value:  # not bool, not NaN
+        return float(value)  # type: ignore[arg-type]
     return None
 
 
@@ -74,7 +76,8 @@ def complete_one(t: Tx, rec: Record) -> Record:
     if problem is not None:
         return _event(t, rec, "frontier.bad-record", error=problem)
     lease_id = _parse_lease(rec["lease"])
-    raw = t.txn.get(hq.u64(lease_id), db=t.dl) if lease_id is not None else None
+    lkey = hq.u64(lease_id) if lease_id is not None else None
+    raw = t.txn.get(lkey, db=t.dl) if lkey is not None else None
     if raw is None:
         return _event(
             t, rec, "frontier.unknown-lease",
@@ -87,12 +90,12 @@ def complete_one(t: Tx, rec: Record) -> Record:
         return _event(t, rec, "frontier.bad-record",
                       error=f"url does not match lease {rec['lease']} (leased {entry.url!r})")
 
-    t.txn.delete(hq.u64(lease_id), db=t.dl)
+    t.txn.delete(lkey, db=t.dl)
     t.txn.delete(hq.time_key(hq.ms_up(lease.deadline), lease_id), db=t.ddl)
     cfg, now = t.cfg, t.now
     outcome, status = rec["outcome"], rec.get("status")
     timings = rec.get("timings")
-    rt = _number(timings.get("total")) if isinstance(timings, dict) else None
+    rt = _number(timings.get("total")) if type(timings) is dict else None
     crawl_delay = _number(rec.get("crawl_delay"))
     if crawl_delay is not None:
         h.crawl_delay = crawl_delay
@@ -100,8 +103,12 @@ def complete_one(t: Tx, rec: Record) -> Record:
         h.last_response = rt
     old_ip = h.ip
     new_ip = rec.get("ip")
-    retry_after = parse_retry_after(rec.get("retry_after"), now)
-    info: dict[str, Any] = {"outcome": outcome, "status": status, "host": h.name, "attempt": entry.attempts}
+    ra = rec.get("retry_after")
+    retry_after = parse_retry_after(ra, now) if ra is not None else None
+    event: Record = {"kind": "event", "v": records.VERSION, "ts": now, "event": "frontier.complete",
+                     "url": rec["url"], "lease": rec["lease"], "disposition": "",
+                     "next_allowed": 0.0, "outcome": outcome, "status": status, "host": h.name,
+                     "attempt": entry.attempts}
 
     # A backoff never undercuts the host's normal delay (Crawl-delay included):
     # Retry-After: 0 or a tiny --backoff-base must not make us less polite.
@@ -122,7 +129,7 @@ def complete_one(t: Tx, rec: Record) -> Record:
         if h.failures >= cfg.park_after:
             h.parked_until = now + cfg.park_seconds
             delay = max(delay, cfg.park_seconds)
-            info["parked_until"] = h.parked_until
+            event["parked_until"] = h.parked_until
         h.next_allowed = now + delay
         entry.fails += 1
         if entry.fails >= cfg.max_retries:
@@ -142,12 +149,14 @@ def complete_one(t: Tx, rec: Record) -> Record:
     # Free the IP slot taken at lease time, then learn the (new) address.
     h.lease = 0
     t.release_ip(old_ip)
-    if isinstance(new_ip, str) and new_ip and len(new_ip) <= 64:
+    if type(new_ip) is str and new_ip and len(new_ip) <= 64:
         h.ip = new_ip
     if disposition in ("backoff", "retry", "deferred"):
         t.back_to_queue(lease, h, hq.with_counts(lease.entry, entry.attempts, entry.fails))
     else:
         state = hq.DONE if disposition == "done" else hq.DROPPED
-        t.set_known(lease.fp, state, outcome_code(outcome))
+        t.set_known(lease.hid, lease.fp, state, outcome_code(outcome))
         t.reschedule(lease.hid, h)
-    return _event(t, rec, "frontier.complete", disposition=disposition, next_allowed=h.next_allowed, **info)
+    event["disposition"] = disposition
+    event["next_allowed"] = h.next_allowed
+    return event

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import hostqueue as hq
 from .frontier import Frontier
-from .frontier_tx import Tx, fingerprint
+from .frontier_tx import Tx
 from .records import Record
 from .recrawl import Recrawler
 
@@ -32,25 +31,11 @@ def readd(frontier: Frontier, recs: Iterable[Record], now: float,
         counts: added, known, dropped_host_cap, rejected.
     """
     counts = {"added": 0, "known": 0, "dropped_host_cap": 0, "rejected": 0}
+    recs = list(recs)
     with frontier.env.begin(write=True) as txn:
         t = Tx(frontier, txn, now)
-        for rec in recs:
-            url = rec.get("url")
-            key = raw = None
-            if isinstance(url, str) and url:
-                key = hq.u64(fingerprint(url))
-                raw = txn.get(key, db=t.dk)
-                if raw is not None and hq.decode_known(raw)[0] in (hq.DONE, hq.DROPPED):
-                    txn.delete(key, db=t.dk)  # forget "done": add_one queues it again
-                else:
-                    raw = None
-            got = t.add_one(rec, rejects)
-            if got != "added" and key is not None and raw is not None:
-                txn.put(key, raw, db=t.dk)  # not queued after all: it stays done
-            counts[got] += 1
-        t.count("added", counts["added"])
+        t.add_many(recs, rejects, counts, readd=True)
         t.count("readded", counts["added"])
-        t.count("dropped_host_cap", counts["dropped_host_cap"])
         t.flush()
     frontier.trimmer.maybe_trim()
     return counts

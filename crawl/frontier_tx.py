@@ -69,8 +69,7 @@ class Tx(IpSlots):
         self.hosts: dict[int, HostState] = {}
         self.dirty: set[int] = set()
         self.counters: dict[str, int] = {}
-        # (host id, priority) -> (key, size) of the last block, valid in this txn
-        self.tails: dict[tuple[int, int], tuple[bytes, int]] = {}
+        self.qcur = txn.cursor(db=self.dq)  # one queue cursor, repositioned per use
         self.hids: dict[str, int] = {}
         self.delta: dict[str, int] = {}
         self.cycle = _get_int(txn, self.dm, b"cycle")
@@ -99,7 +98,8 @@ class Tx(IpSlots):
         self.dirty.add(hid)
         return h
 
-    def host_id(self, name: str, create: bool) -> int | None:
+    def host_id(self, name: str) -> int:
+        """The host's id, created (with an empty state) if it is new."""
         hid = self.fr.hid_cache.get(name)
         if hid is not None:
             return hid
@@ -113,8 +113,6 @@ class Tx(IpSlots):
             hid = int.from_bytes(v, "big")
             self.fr.remember_hid(name, hid)
             return hid
-        if not create:
-            return None
         hid = self.hids[name] = self.take("hid")
         self.txn.put(name.encode(), hq.hid_key(hid), db=self.dhid)
         self.hosts[hid] = HostState(name)
@@ -130,8 +128,8 @@ class Tx(IpSlots):
         self.delta.clear()
         self.counters.clear()
 
-    def set_known(self, fp: int, state: int, outcome: int = 0) -> None:
-        self.txn.put(hq.u64(fp), hq.known_value(state, self.cycle, outcome), db=self.dk)
+    def set_known(self, hid: int, fp: int, state: int, outcome: int = 0) -> None:
+        self.txn.put(hq.known_key(hid, fp), hq.known_value(state, self.cycle, outcome), db=self.dk)
 
     # ---- scheduling ------------------------------------------------------------
 
@@ -151,86 +149,138 @@ class Tx(IpSlots):
         self.txn.put(hq.sched_key(prio, t_ms, hid), b"", db=self.ds)
         h.sched, h.sched_ms = prio, t_ms
 
-    def head_priority(self, hid: int) -> int | None:
-        cur = self.txn.cursor(db=self.dq)
-        prefix = hq.hid_key(hid)
-        if cur.set_range(prefix) and cur.key()[:4] == prefix:
-            return hq.unpack_queue_key(cur.key())[1]
-        return None
-
     def reschedule(self, hid: int, h: HostState) -> None:
+        """Schedule a host with nothing in flight at the priority of its first ready URL."""
         if h.lease:
             return
-        prio = self.head_priority(hid) if h.queued > 0 else None
-        if prio is None:
+        if h.head == hq.NO_HEAD:
             self.unschedule(hid, h)
         else:
-            self.schedule(hid, h, prio)
+            self.schedule(hid, h, h.head)
 
-    def enqueue(self, hid: int, h: HostState, prio: int, seq: int, entry: bytes) -> None:
-        """Append an entry to the tail block of the host's queue at ``prio``."""
-        item = hq.block_item(entry)
-        tail = self.tails.get((hid, prio))
-        if tail is None:
-            cur = self.txn.cursor(db=self.dq)
-            found = cur.set_range(hq.queue_key(hid, prio + 1, 0)) if prio < 255 else False
-            found = cur.prev() if found else cur.last()
-            if found and cur.key()[:5] == hq.queue_key(hid, prio, 0)[:5]:
-                tail = (cur.key(), len(cur.value()))
-        if tail is not None and tail[1] + len(item) <= hq.BLOCK:
-            key = tail[0]
-            self.txn.put(key, self.txn.get(key, db=self.dq) + item, db=self.dq)
-            self.tails[(hid, prio)] = (key, tail[1] + len(item))
-        else:
-            key = hq.queue_key(hid, prio, seq)
-            self.txn.put(key, item, db=self.dq)
-            self.tails[(hid, prio)] = (key, len(item))
+    def tail_block(self, hid: int, h: HostState, prio: int) -> tuple[bytes | None, bytes | None]:
+        """(key, value) of the last block of the host's queue at ``prio``, or (None, None)."""
+        if h.tail_prio == prio:  # the block the last add used (see HostState)
+            key = hq.queue_key(hid, prio, h.tail_seq)
+            block = self.txn.get(key, db=self.dq)
+            if block is not None:
+                return key, block
+        cur = self.qcur
+        found = cur.set_range(hq.queue_key(hid, prio + 1, 0)) if prio < 255 else False
+        found = cur.prev() if found else cur.last()
+        if found:
+            key = cur.key()
+            if key[:5] == hq.queue_key(hid, prio, 0)[:5]:
+                return key, cur.value()
+        return None, None
+
+    def append(self, hid: int, h: HostState, prio: int, items: list[bytes]) -> None:
+        """Append block items (in order) to the tail of the host's queue at ``prio``."""
+        key, block = self.tail_block(hid, h, prio)
+        i, n = 0, len(items)
+        if key is not None:
+            size, grown = len(block), [block]
+            while i < n and size + len(items[i]) <= hq.BLOCK:
+                grown.append(items[i])
+                size += len(items[i])
+                i += 1
+            if i:
+                self.txn.put(key, b"".join(grown), db=self.dq)
+        while i < n:  # new blocks: a fresh sequence number keeps them after every older one
+            grown, size = [items[i]], len(items[i])
+            i += 1
+            while i < n and size + len(items[i]) <= hq.BLOCK:
+                grown.append(items[i])
+                size += len(items[i])
+                i += 1
+            seq = self.take("seq")
+            self.txn.put(hq.queue_key(hid, prio, seq), b"".join(grown), db=self.dq)
+            h.tail_prio, h.tail_seq = prio, seq
+        if prio < h.head:
+            h.head = prio
         if not h.lease and h.sched != hq.WAITING_IP and (h.sched == hq.NOT_SCHEDULED or prio < h.sched):
             self.schedule(hid, h, prio)
 
     # ---- add -----------------------------------------------------------------
 
-    def add_one(self, rec: Record, rejects: list[Record] | None) -> str:
-        url = rec.get("url")
-        try:
-            if not isinstance(url, str) or not url:
-                raise ValueError('no "url" string')
-            name = host_of(url)
+    def add_many(self, recs: list[Record], rejects: list[Record] | None, counts: dict[str, int],
+                 readd: bool = False) -> None:
+        """Queue a batch of URL records (see Frontier.add); ``counts`` is updated.
+
+        Each record is decided in input order (no-op, cap, reject); the
+        accepted URLs of one host and priority are then appended to its
+        queue with one read and one write of its tail block. ``readd``
+        queues URLs that are done or dropped in this cycle too (crawl
+        recrawl).
+        """
+        txn, dk, hosts, cap = self.txn, self.dk, self.hosts, self.cfg.host_queue_cap
+        queued_v = hq.known_value(hq.QUEUED, self.cycle)
+        cycle16 = self.cycle & 0xFFFF
+        now, block_item, encode_entry = self.now, hq.block_item, hq.encode_entry
+        groups: dict[tuple[int, int], list[bytes]] = {}
+        added = known = dropped = rejected = 0
+        for rec in recs:
+            url = rec.get("url")
+            try:
+                if not isinstance(url, str) or not url:
+                    raise ValueError('no "url" string')
+                name = host_of(url)
+                prio = effective_priority(url, rec.get("priority"), rec.get("depth"))
+                due = rec.get("due")
+                if due is not None:
+                    due = _number(due)
+            except ValueError as exc:
+                rejected += 1
+                self._reject(url, exc, rejects)
+                continue
+            hid = self.host_id(name)
             fp = fingerprint(url)
-            prio = effective_priority(url, rec.get("priority"), rec.get("depth"))
-            due = _number(rec.get("due"))
-        except ValueError as exc:
-            return self._reject(url, exc, rejects)
-        # Mark it queued in one step when it is new (the common case); undone
-        # below if the URL is not queued after all.
-        kkey, queued = hq.u64(fp), hq.known_value(hq.QUEUED, self.cycle)
-        old = None
-        if not self.txn.put(kkey, queued, overwrite=False, db=self.dk):
-            old = self.txn.get(kkey, db=self.dk)
-            state, cycle, _ = hq.decode_known(old)
-            if state in (hq.QUEUED, hq.LEASED) or cycle == self.cycle & 0xFFFF:
-                return "known"
-            self.txn.put(kkey, queued, db=self.dk)
-        try:
-            hid = self.host_id(name, create=True)
-            assert hid is not None
-            h = self.host(hid)
-            if h.queued >= self.cfg.host_queue_cap:
+            h = hosts.get(hid)
+            if h is None:  # read, not yet dirty: a no-op add leaves the host alone
+                h = hosts[hid] = hq.decode_host(txn.get(hq.hid_key(hid), db=self.dh))
+            kkey = hq.known_key(hid, fp)
+            # Mark it queued in one step when it is new (the common case);
+            # undone below if the URL is not queued after all.
+            old = None
+            if not txn.put(kkey, queued_v, overwrite=False, db=dk):
+                old = txn.get(kkey, db=dk)
+                state, cycle, _ = hq.decode_known(old)
+                if state == hq.QUEUED or state == hq.LEASED or (cycle == cycle16 and not readd):
+                    known += 1
+                    continue
+                txn.put(kkey, queued_v, db=dk)
+            if h.queued >= cap:
                 self._unknow(kkey, old)
-                return "dropped_host_cap"
-            entry = hq.encode_entry(url, name, rec, 0, 0)
-        except ValueError as exc:
-            self._unknow(kkey, old)
-            return self._reject(url, exc, rejects)
-        seq = self.take("seq")
-        if due is not None and due > self.now:
-            key = hq.time_key(hq.ms_up(due), seq)
-            self.txn.put(key, hq.hid_key(hid) + bytes([prio]) + entry, db=self.dd)
-        else:
-            self.enqueue(hid, h, prio, seq, entry)
-        h.queued += 1
-        self.count("queued")
-        return "added"
+                dropped += 1
+                continue
+            try:
+                entry = encode_entry(url, name, rec, 0, 0)
+            except ValueError as exc:
+                self._unknow(kkey, old)
+                rejected += 1
+                self._reject(url, exc, rejects)
+                continue
+            if due is not None and due > now:
+                key = hq.time_key(hq.ms_up(due), self.take("seq"))
+                txn.put(key, hq.hid_key(hid) + bytes([prio]) + entry, db=self.dd)
+            else:
+                group = groups.get((hid, prio))
+                if group is None:
+                    groups[(hid, prio)] = [block_item(entry)]
+                else:
+                    group.append(block_item(entry))
+            self.dirty.add(hid)
+            h.queued += 1
+            added += 1
+        for (hid, prio), items in sorted(groups.items()):  # queue pages in key order
+            self.append(hid, hosts[hid], prio, items)
+        self.count("queued", added)
+        self.count("added", added)
+        self.count("dropped_host_cap", dropped)
+        counts["added"] += added
+        counts["known"] += known
+        counts["dropped_host_cap"] += dropped
+        counts["rejected"] += rejected
 
     def _unknow(self, kkey: bytes, old: bytes | None) -> None:
         if old is None:
@@ -254,10 +304,10 @@ class Tx(IpSlots):
                 if t_ms > self.now_ms:
                     break
                 moved.append((key, seq, value))
-        for key, seq, value in moved:
+        for key, _seq, value in moved:
             self.txn.delete(key, db=self.dd)
             hid = int.from_bytes(value[:4], "big")
-            self.enqueue(hid, self.host(hid), value[4], seq, value[5:])
+            self.append(hid, self.host(hid), value[4], [hq.block_item(value[5:])])
         return len(moved)
 
     # ---- next -----------------------------------------------------------------
@@ -265,34 +315,41 @@ class Tx(IpSlots):
     def lease(self, n: int, lease_seconds: float) -> list[Record]:
         out: list[Record] = []
         cur = self.txn.cursor(db=self.ds)
+        unpack, now_ms, ds = hq.unpack_sched_key, self.now_ms, self.ds
+        deadline = self.now + lease_seconds
+        deadline_ms = hq.ms_up(deadline)  # every lease of this call has the same deadline
         for prio in range(MAX_PRIORITY + 1):
             while len(out) < n:
                 batch = []
                 if cur.set_range(bytes([prio])):
                     for key in cur.iternext(values=False):
-                        p, t_ms, hid = hq.unpack_sched_key(key)
-                        if p != prio or t_ms > self.now_ms or len(batch) >= n - len(out):
+                        p, t_ms, hid = unpack(key)
+                        if p != prio or t_ms > now_ms or len(batch) >= n - len(out):
                             break
-                        batch.append(hid)
+                        batch.append((key, hid))
                 if not batch:
                     break
-                for hid in batch:
-                    rec = self.lease_host(hid, lease_seconds)
+                for key, hid in batch:
+                    self.txn.delete(key, db=ds)  # the host leaves the schedule (h.sched below)
+                    rec = self.lease_host(hid, deadline, deadline_ms)
                     if rec is not None:
                         out.append(rec)
                         if not len(out) % 100:  # see Frontier.add
                             self.fr.trimmer.maybe_trim()
         self.count("leased", len(out))
+        self.count("queued", -len(out))
         return out
 
-    def lease_host(self, hid: int, lease_seconds: float) -> Record | None:
+    def lease_host(self, hid: int, deadline: float, deadline_ms: int) -> Record | None:
+        """Lease the first URL of a host just taken off the schedule (or put it back)."""
         h = self.host(hid)
-        self.unschedule(hid, h)
-        not_before = max(h.next_allowed, h.parked_until)
+        h.sched = hq.NOT_SCHEDULED
+        now = self.now
+        not_before = h.next_allowed if h.next_allowed > h.parked_until else h.parked_until
         ip = self.ip_state(h.ip) if h.ip else None
-        if ip is not None:
-            not_before = max(not_before, ip[1])
-        if not_before > self.now:  # a key rounded to the same ms, or the IP is slowed down
+        if ip is not None and ip[1] > not_before:
+            not_before = ip[1]
+        if not_before > now:  # a key rounded to the same ms, or the IP is slowed down
             h.next_allowed = not_before
             self.reschedule(hid, h)
             return None
@@ -301,41 +358,39 @@ class Tx(IpSlots):
             self._waiters = True
             h.sched = hq.WAITING_IP
             return None
-        cur = self.txn.cursor(db=self.dq)
+        cur = self.qcur
         prefix = hq.hid_key(hid)
         if not (cur.set_range(prefix) and cur.key()[:4] == prefix):
+            h.head = hq.NO_HEAD  # cannot happen while head says otherwise; heal
             return None
         key = cur.key()
-        _, prio, seq = hq.unpack_queue_key(key)
         first, rest = hq.block_split_first(cur.value())
-        entry = hq.decode_entry(first, h.name)
         if rest:
-            self.txn.put(key, rest, db=self.dq)
-            if (hid, prio) in self.tails and self.tails[(hid, prio)][0] == key:
-                self.tails[(hid, prio)] = (key, len(rest))
-        else:
+            cur.put(key, rest)
+        else:  # the block is used up: the next one (if this host's) has the new head
             cur.delete()
-            self.tails.pop((hid, prio), None)
+            nxt = cur.key()
+            h.head = nxt[4] if nxt[:4] == prefix else hq.NO_HEAD
+        entry = hq.decode_entry(first, h.name)
         attempts = entry.attempts + 1
         lease_id = self.take("lease")
-        deadline = self.now + lease_seconds
         url = entry.url
         # The URL's known state stays "queued" while it is leased (add treats
         # both alike; state_of finds the lease): one random page less per lease.
-        value = hq.lease_value(hid, prio, seq, deadline, self.now, fingerprint(url),
+        _, prio, seq = hq.unpack_queue_key(key)
+        value = hq.lease_value(hid, prio, seq, deadline, now, fingerprint(url),
                                hq.with_counts(first, attempts, entry.fails))
         self.txn.put(hq.u64(lease_id), value, db=self.dl)
-        self.txn.put(hq.time_key(hq.ms_up(deadline), lease_id), b"", db=self.ddl)
+        self.txn.put(hq.time_key(deadline_ms, lease_id), b"", db=self.ddl)
         h.lease = lease_id
         h.queued -= 1
-        self.count("queued", -1)
         if ip is not None:
             self.put_ip(h.ip, ip[0] + 1, ip[1])
         rec: Record = orjson.loads(entry.extra) if entry.extra else {}
         rec["url"] = url
         rec["kind"] = "lease"
         rec["v"] = records.VERSION
-        rec["lease"] = lease_name(lease_id)
+        rec["lease"] = f"{lease_id:016x}"
         rec["host"] = h.name
         rec["attempt"] = attempts
         rec["deadline"] = deadline
@@ -365,7 +420,7 @@ class Tx(IpSlots):
             h.lease = 0
             self.release_ip(h.ip)
             if hq.decode_entry(lease.entry, h.name).attempts >= self.cfg.max_leases:
-                self.set_known(lease.fp, hq.DROPPED)
+                self.set_known(lease.hid, lease.fp, hq.DROPPED)
                 self.count("dropped")
                 self.reschedule(lease.hid, h)
             else:
@@ -376,18 +431,14 @@ class Tx(IpSlots):
     def back_to_queue(self, lease: hq.Lease, h: HostState, entry: bytes | None = None) -> None:
         """Return a leased URL to the head of its host queue (host already freed)."""
         item = hq.block_item(entry or lease.entry)
-        cur = self.txn.cursor(db=self.dq)
+        cur = self.qcur
         head = hq.queue_key(lease.hid, lease.prio, 0)
         if cur.set_range(head) and cur.key()[:5] == head[:5]:
-            key, value = cur.key(), cur.value()
-            self.txn.put(key, item + value, db=self.dq)  # may exceed BLOCK by one entry
-            tail = self.tails.get((lease.hid, lease.prio))
-            if tail is not None and tail[0] == key:
-                self.tails[(lease.hid, lease.prio)] = (key, tail[1] + len(item))
+            cur.put(cur.key(), item + cur.value())  # may exceed BLOCK by one entry
         else:
-            key = hq.queue_key(lease.hid, lease.prio, lease.seq)
-            self.txn.put(key, item, db=self.dq)
-            self.tails[(lease.hid, lease.prio)] = (key, len(item))
+            self.txn.put(hq.queue_key(lease.hid, lease.prio, lease.seq), item, db=self.dq)
+        if lease.prio < h.head:
+            h.head = lease.prio
         h.queued += 1  # its known state stayed "queued" through the lease
         self.count("queued")
         self.reschedule(lease.hid, h)

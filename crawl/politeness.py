@@ -125,15 +125,16 @@ def effective_priority(url: str, priority: object = None, depth: object = None) 
     One level lower per 3 levels of link depth, one more for 3+ query
     parameters and another for 6+ (the shape of faceted-search traps).
     """
-    p = priority if isinstance(priority, int) and not isinstance(priority, bool) else DEFAULT_PRIORITY
-    p = min(max(p, MIN_PRIORITY), MAX_PRIORITY)
-    if isinstance(depth, int) and not isinstance(depth, bool) and depth > 0:
+    # type() is int: JSON gives plain ints, and True/False are not priorities.
+    p = DEFAULT_PRIORITY if type(priority) is not int else priority if 0 <= priority <= MAX_PRIORITY \
+        else min(max(priority, MIN_PRIORITY), MAX_PRIORITY)
+    if type(depth) is int and depth > 0:
         p += depth // 3
     q = url.find("?")
     if q >= 0:
         params = url.count("&", q) + 1
         p += (params >= 3) + (params >= 6)
-    return min(p, MAX_PRIORITY)
+    return p if p < MAX_PRIORITY else MAX_PRIORITY
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -176,14 +177,38 @@ _CANON_ORIGIN = re.compile(
 )
 
 
+_ORIGINS: dict[str, str | None] = {}  # "scheme://netloc" -> its host, or None: not canonical
+_ORIGINS_MAX = 1 << 17  # ~30 MB when full (measured: 22 MB per 100,000 origins)
+_MISSING = object()
+
+
 def _fast_host(url: str) -> str | None:
-    """The host of an already canonical URL by one regex, or None to parse it fully.
+    """The host of an already canonical URL, or None to parse it fully.
 
     URLs reach the frontier canonicalised (invariant 3): lowercase ASCII
     host, no userinfo, default port dropped. Anything else (IDNA labels,
     numeric hosts that are really IPv4 addresses, default ports) takes the
-    slow, exact path.
+    slow, exact path. The answer for each ``scheme://netloc`` prefix is
+    remembered (a page's links mostly share a few hosts), so most URLs
+    cost one ``find`` and one dict lookup instead of the regex.
     """
+    start = 7 if url.startswith("http://") else 8 if url.startswith("https://") else 0
+    if not start:
+        return None
+    end = url.find("/", start)
+    origin = url if end < 0 else url[:end]
+    host = _ORIGINS.get(origin, _MISSING)
+    if host is not _MISSING:
+        return host  # type: ignore[return-value]
+    # The regex stops at the first "/" (or earlier, at "?" or "#"), so it
+    # gives the same answer for every URL that starts with ``origin``.
+    host = _ORIGINS[origin] = _match_host(origin)
+    if len(_ORIGINS) >= _ORIGINS_MAX:
+        _ORIGINS.clear()
+    return host
+
+
+def _match_host(url: str) -> str | None:
     m = _CANON_ORIGIN.match(url)
     if m is None:
         return None

@@ -421,6 +421,34 @@ def test_missing_lease_field(fr: Frontier) -> None:
     assert snapshot(fr) == before
 
 
+def test_fifo_within_priority_across_blocks_requeues_and_promotions(fr: Frontier) -> None:
+    # Long URLs fill a queue block (~1 KiB) every few entries, so blocks are
+    # used up and started while the host is leased, requeued and re-added.
+    pad = "p" * 300
+    urls = [f"http://a.test/{pad}/{i}" for i in range(12)]
+    fr.add([url_rec(u) for u in urls[:5]], T0)
+    fr.add([url_rec(urls[5], due=T0 + 5)], T0)  # joins the queue when due, after what is queued by then
+    order, now = [], T0
+    for step in range(40):
+        if step == 1:
+            fr.add([url_rec(u) for u in urls[6:9]], now)
+        if step == 2:
+            fr.add([url_rec(urls[9], priority=0)], now)  # jumps ahead of everything
+        if step == 8:
+            fr.add([url_rec(u) for u in urls[10:]], now)
+        leases = fr.next(10, 60, now)
+        for lease in leases:
+            first_try = lease["url"] not in order
+            order.append(lease["url"])
+            # The first try of urls[2] is rate limited: it goes back to the head of the queue.
+            result = fetch(lease, "http-error", status=429) if lease["url"] == urls[2] and first_try else fetch(lease)
+            fr.complete([result], now)
+        now += 10
+    assert order == urls[:2] + [urls[9], urls[2], urls[2]] + urls[3:5] + [urls[6], urls[7], urls[8], urls[5]] \
+        + urls[10:]
+    assert fr.stats(now)["queued"] == 0
+
+
 # ---- stats and dump ---------------------------------------------------------------------------
 
 
@@ -460,6 +488,24 @@ def test_fast_host_path_agrees_with_canon(scheme: str, netloc: str, rest: str) -
     if fast is not None:
         assert fast == canon_host_of(url)
     assert _fast_host(f"http://{'a' * 70}.test/") is None  # too long a label: canon decides
+
+
+def test_a_frontier_of_another_layout_is_refused(tmp_path: Path) -> None:
+    import lmdb
+
+    from crawl.errors import StateError
+
+    env = lmdb.open(str(tmp_path / "frontier"), max_dbs=16)  # layout 1 had no "layout" stamp
+    env.open_db(b"meta")
+    with env.begin(write=True) as txn:
+        txn.put(b"seq", (5).to_bytes(8, "big"), db=env.open_db(b"meta", txn=txn))
+    env.close()
+    with pytest.raises(StateError, match="layout 1, this version of crawl reads layout 2"):
+        Frontier(tmp_path / "frontier")
+    with Frontier(tmp_path / "new") as f:  # a new one is stamped and opens again
+        f.add([url_rec("http://a.test/")], T0)
+    with Frontier(tmp_path / "new") as f:
+        assert f.stats(T0)["queued"] == 1
 
 
 def test_map_trim_releases_resident_pages_and_keeps_data(tmp_path: Path) -> None:
