@@ -60,6 +60,7 @@ from .recrawl_page import (
     learn_fetch,
     learn_link,
     num,
+    parent_signals,
 )
 from .state import CrawlDir, close_env, open_env
 
@@ -113,15 +114,17 @@ class Recrawler:
 
     # ---- small helpers (inside a transaction) ---------------------------
 
-    def _page_of(self, txn: Any, url: object) -> tuple[bytes, dict[str, Any], bool] | None:
+    def _page_of(self, txn: Any, url: object, host: object = None) -> tuple[bytes, dict[str, Any], bool] | None:
         """The page state of a record's URL, and whether it is new (not stored yet);
-        None for a bad URL."""
+        None for a bad URL. ``host``: the record's own, when it has one."""
         if not isinstance(url, str) or not url:
             return None
         try:
             key = url_key(url)
             page = self._get(txn, key, url)
-            return (key, page, False) if page is not None else (key, self._new_page(url), True)
+            if page is not None:
+                return key, page, False
+            return key, self._new_page(url, host if isinstance(host, str) and host else None), True
         except ValueError:
             return None
 
@@ -247,8 +250,8 @@ class Recrawler:
             txn.put(b"rated", repr(self._meta_float(txn, b"rated") + 1).encode(), db=self.meta)
         txn.put(b"wsum", repr(max(wsum, 0.0)).encode(), db=self.meta)
 
-    def _new_page(self, url: str) -> dict[str, Any]:
-        return {"url": url, "host": host_of(url), "obs": [], "n": 0, "changes": 0, "slot": None}
+    def _new_page(self, url: str, host: str | None = None) -> dict[str, Any]:
+        return {"url": url, "host": host or host_of(url), "obs": [], "n": 0, "changes": 0, "slot": None}
 
     # ---- public API -------------------------------------------------------
 
@@ -303,15 +306,35 @@ class Recrawler:
         ``priority`` a factor of its importance.
         """
         counts = {"links": 0, "hints": 0, "ignored": 0}
+        # A batch links to the same pages again and again (navigation, related
+        # articles): each page is read, taught all its links and written once.
+        by_url: dict[str, list[Record]] = {}
+        for rec in links:
+            url = rec.get("url")
+            if rec.get("kind") in records.URL_KINDS and isinstance(url, str) and url:
+                by_url.setdefault(url, []).append(rec)
+            else:
+                counts["ignored"] += 1
+        signals: dict[str | None, tuple[str, bool] | None] = {}  # parent -> parent_signals (one per page)
         with self.env.begin(write=True) as txn:
-            for rec in links:
-                found = self._page_of(txn, rec.get("url")) if rec.get("kind") in records.URL_KINDS else None
+            for url, recs in by_url.items():
+                found = self._page_of(txn, url, recs[0].get("host"))
                 if found is None:
-                    counts["ignored"] += 1
+                    counts["ignored"] += len(recs)
                     continue
                 key, page, new = found
-                counts["links"] += 1
-                learned = learn_link(page, rec)
+                counts["links"] += len(recs)
+                learned = ""
+                for rec in recs:
+                    parent = rec.get("parent")
+                    parent = parent if isinstance(parent, str) else None  # a bad one counts as none
+                    if parent in signals:
+                        sig = signals[parent]
+                    else:
+                        sig = signals[parent] = parent_signals(parent)
+                    got = learn_link(page, rec, sig)
+                    if got == "hint" or not learned:
+                        learned = got or learned
                 if not learned and not new:
                     continue  # nothing new: the stored page stays as it is
                 if learned == "hint":

@@ -164,24 +164,36 @@ def learn_fetch(page: dict[str, Any], rec: Record, t: float, window: int) -> str
     return got
 
 
-def learn_link(page: dict[str, Any], rec: Record) -> str:
+def parent_signals(parent: object) -> tuple[str, bool] | None:
+    """A link's parent as :func:`learn_link` counts it: a short hash of its URL, and
+    whether it is a home page. One page's links share it (compute it once per page)."""
+    if not isinstance(parent, str):
+        return None
+    ph = xxhash.xxh64_hexdigest(parent.encode("utf-8", "surrogatepass"))[:10]
+    return ph, parent.split("://", 1)[-1].partition("/")[2] in ("", "index.html")
+
+
+def learn_link(page: dict[str, Any], rec: Record, signals: tuple[str, bool] | None = None) -> str:
     """Fold one link to ``page`` into its importance signals.
 
     Returns "hint" when it is a sitemap or feed entry whose lastmod is later
     than our last fetch (the page changed, and we know it without looking),
     "changed" when a signal moved, and "" when the link told nothing new (most
     links on a re-crawled site: a parent already counted), so the caller can
-    skip rewriting the page.
+    skip rewriting the page. ``signals``: :func:`parent_signals` of the link's
+    parent, when the caller has it already.
     """
     changed = False
-    url, parent = page["url"], rec.get("parent")
-    if isinstance(parent, str) and parent != url:
-        ph = xxhash.xxh64_hexdigest(parent.encode("utf-8", "surrogatepass"))[:10]
+    parent = rec.get("parent")
+    if signals is None:
+        signals = parent_signals(parent)
+    if signals is not None and parent != page["url"]:
+        ph, home = signals
         inl = page.setdefault("in", [])
         if ph not in inl and len(inl) < 64:  # distinct parents, so re-crawls do not inflate it
             inl.append(ph)
             changed = True
-        if not page.get("home") and parent.split("://", 1)[-1].partition("/")[2] in ("", "index.html"):
+        if home and not page.get("home"):
             page["home"] = True
             changed = True
     d = rec.get("depth")

@@ -152,6 +152,17 @@ def test_a_link_to_an_unknown_page_is_remembered_even_when_it_says_nothing_else(
     assert rc.get(u) is not None and rc.get(u)["url"] == u
 
 
+def test_a_batch_of_links_with_bad_fields_is_counted_not_fatal(rc: Recrawler) -> None:
+    u = "http://a.test/x"
+    links = [records.make("link", url=u, parent=["not", "a", "url"]),  # a parent that is no string
+             records.make("link", url=u, parent="http://a.test/"),
+             {"kind": "link", "v": 1, "url": 42},  # no usable URL
+             {"kind": "fetch", "v": 1, "url": u}]  # not a link
+    got = rc.observe_links(links, T0)
+    assert got == {"links": 2, "hints": 0, "ignored": 2}
+    assert rc.get(u)["home"] and len(rc.get(u)["in"]) == 1
+
+
 def test_sitemap_lastmod_is_a_hint_ahead_of_the_model_and_changefreq_a_prior(rc: Recrawler) -> None:
     u, v = "http://a.test/news", "http://a.test/old"
     rc.observe([fetch(u, T0), fetch(v, T0)], T0)
