@@ -14,6 +14,7 @@ into one sorted ``index.cdxj``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -48,10 +49,12 @@ def surt(url: str) -> str:
     return f"{key}){path.lower()}" + (f"?{parts.query.lower()}" if parts.query else "")
 
 
+_NOT_DIGIT = re.compile(r"\D")
+
+
 def timestamp14(warc_date: str) -> str:
     """``2026-11-29T19:29:13.123456Z`` -> ``20261129192913``."""
-    digits = "".join(c for c in warc_date if c.isdigit())
-    return digits[:14]
+    return _NOT_DIGIT.sub("", warc_date)[:14]
 
 
 def cdxj_line(url: str, warc_date: str, fields: dict[str, Any]) -> bytes:

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import re
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -82,13 +82,28 @@ def _header_safe(value: str) -> str:
     return _CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", value)
 
 
+_ids = random.Random(int.from_bytes(os.urandom(32), "big"))  # seeded once from the OS
+
+
 def _record_id() -> str:
-    return f"<urn:uuid:{uuid.uuid4()}>"
+    """A random (version 4) UUID URN. Drawn from a PRNG seeded by the OS at start-up:
+    ``uuid.uuid4()`` asks the OS for every id, and each page takes three."""
+    return f"<urn:uuid:{uuid.UUID(int=_ids.getrandbits(128), version=4)}>"
+
+
+_second: tuple[int, str] = (-1, "")
 
 
 def warc_date(ts: float) -> str:
     """WARC-Date with microseconds (WARC 1.1 allows sub-second precision)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    global _second
+    sec = int(ts // 1)
+    us = round((ts - sec) * 1e6)
+    if us == 1_000_000:
+        sec, us = sec + 1, 0
+    if _second[0] != sec:  # one strftime per second, not per record
+        _second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    return f"{_second[1]}.{us:06d}Z"
 
 
 def http_block(first_line: str, headers: list[tuple[str, str]]) -> StatusAndHeaders:

@@ -253,3 +253,19 @@ def test_a_url_with_line_breaks_cannot_forge_warc_headers(tmp_path: Path) -> Non
     assert [r.rec_type for r in recs] == ["warcinfo", "metadata", "response", "request", "metadata"]
     for r in recs[1:]:
         assert r.rec_headers.get_header("WARC-Target-URI") == "http://example.test/x%0D%0AWARC-Type:%20forged"
+
+
+@given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
+def test_warc_date_matches_the_datetime_rendering(ts: float) -> None:
+    from datetime import UTC, datetime
+
+    assert store.warc_date(ts) == datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_record_ids_are_version_4_uuid_urns_and_distinct() -> None:
+    import uuid
+
+    ids = {store._record_id() for _ in range(10_000)}
+    assert len(ids) == 10_000
+    u = uuid.UUID(next(iter(ids))[len("<urn:uuid:"):-1])
+    assert u.version == 4 and u.variant == uuid.RFC_4122
