@@ -82,7 +82,8 @@ def _header_safe(value: str) -> str:
     return _CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", value)
 
 
-_ids = random.Random(int.from_bytes(os.urandom(32), "big"))  # seeded once from the OS
+_ids = random.Random(int.from_bytes(os.urandom(32), "big"))  # seeded once from the OS ...
+os.register_at_fork(after_in_child=lambda: _ids.seed(int.from_bytes(os.urandom(32), "big")))  # ... per process
 
 
 def _record_id() -> str:

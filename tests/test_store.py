@@ -269,3 +269,18 @@ def test_record_ids_are_version_4_uuid_urns_and_distinct() -> None:
     assert len(ids) == 10_000
     u = uuid.UUID(next(iter(ids))[len("<urn:uuid:"):-1])
     assert u.version == 4 and u.variant == uuid.RFC_4122
+
+
+def test_a_forked_child_draws_other_record_ids() -> None:
+    import os
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child writes its id and leaves at once
+        os.write(w, store._record_id().encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    child = os.read(r, 100).decode()
+    os.close(r)
+    assert child.startswith("<urn:uuid:") and child != store._record_id()
