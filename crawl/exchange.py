@@ -142,13 +142,17 @@ class Exchange:
     ip: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     decoded: bytes = b""  # first ``keep`` decoded bytes, when asked for
+    _index: tuple[list[tuple[str, str]], dict[str, str]] | None = field(default=None, repr=False, compare=False)
 
     def header(self, name: str) -> str | None:
-        n = name.lower()
-        for k, v in self.headers:
-            if k.lower() == n:
-                return v
-        return None
+        """The first value of header ``name`` (any case), or None."""
+        index = self._index
+        if index is None or index[0] is not self.headers:  # built once per header list
+            names: dict[str, str] = {}
+            for k, v in self.headers:
+                names.setdefault(k.lower(), v)
+            index = self._index = (self.headers, names)
+        return index[1].get(name.lower())
 
     def close(self) -> None:
         if self.body is not None:
