@@ -30,7 +30,6 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import brotli
-import httpx
 import trio
 
 from .http1 import (
@@ -223,6 +222,8 @@ def wire_url(url: str) -> tuple[Target, str]:
         else:
             netloc = f"{netloc}:{port}"
         return Target(scheme, host, port, target), netloc
+    import httpx  # only here: a crawled URL rarely needs it, and it costs 0.1 s to import
+
     try:
         u = httpx.URL(url)
     except (httpx.InvalidURL, TypeError) as exc:
