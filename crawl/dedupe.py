@@ -40,6 +40,7 @@ from .errors import CrawlError
 from .records import Record
 from .simhash import (
     SimhashIndex,
+    block_hashes,
     hamming,
     shingle_hashes,
     simhash_of_hashes,
@@ -90,7 +91,7 @@ class Fingerprint:
         self.text = b""  # the folded visible text that gets hashed
         self.hashes = _NO_WORDS  # one per word
         self.cuts = [0]  # word indices where blocks begin and end
-        # one per block: xxh3 of the host (8 bytes) + xxh3 of the block's word hashes (8)
+        # one per block: xxh3 of the host (8 bytes) + the block's hash (8, crawl.simhash.block_hashes)
         self.block_keys: list[bytes] = []
         self.whole: int | None = None  # the simhash with every block kept
         self.words = 0  # words hashed, after boilerplate blocks were dropped
@@ -148,14 +149,22 @@ def hash_all(fps: Sequence[Fingerprint]) -> None:
     if not fps:
         return
     hashes, cuts = word_hashes_many([fp.text for fp in fps])
-    raw = hashes.astype("<u8", copy=False).tobytes()
+    bounds = [cuts[0][0]]  # every block boundary of the group: a text ends where the next begins
+    for c in cuts:
+        bounds += c[1:]
+    keys = np.empty((len(bounds) - 1, 2), dtype=">u8")  # host, block: 16 bytes a key
+    keys[:, 0] = np.repeat([xxhash.xxh3_64_intdigest(_host(fp.url).encode()) for fp in fps],
+                           [len(c) - 1 for c in cuts])
+    keys[:, 1] = block_hashes(hashes, bounds)
+    raw = keys.tobytes()
     spans = []
+    b = 0
     for fp, c in zip(fps, cuts, strict=True):
         base = c[0]
         fp.hashes = hashes[base:c[-1]]
         fp.cuts = [x - base for x in c]
-        host = xxhash.xxh3_64_digest(_host(fp.url).encode())
-        fp.block_keys = [host + xxhash.xxh3_64_digest(raw[8 * i:8 * j]) for i, j in zip(c, c[1:], strict=False)]
+        fp.block_keys = [raw[i:i + 16] for i in range(16 * b, 16 * (b + len(c) - 1), 16)]
+        b += len(c) - 1
         if c[-1] - base >= MIN_WORDS:
             spans.append((base, c[-1]))
     wholes = iter(simhashes(hashes, spans))

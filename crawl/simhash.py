@@ -10,16 +10,19 @@ The arithmetic runs in numpy over the whole text at once, so no word or
 shingle ever becomes a Python object (a 600-word page is about 30 numpy
 calls, not thousands of Python ones):
 
-* a word's hash is a polynomial over its bytes, ``sum(B[b_k] * P**k)`` mod
-  2**64 with a random byte table ``B`` and an odd base ``P``, finished with
-  murmur3's 64-bit mixer. One prefix sum over the text gives every word's
-  sum as a difference of two prefix values, shifted back to its start by
-  ``P**-start`` (``P`` is odd, so it has an inverse mod 2**64);
-* a shingle's hash is ``h(w0) ^ rotl(h(w1), 8) ^ rotl(h(w2), 16) ^ ...``
-  (a Buzhash-style combination of the word hashes);
-* the bit vote counts, for each of the 8 bytes of the shingle hashes, how
-  often each byte value occurs (one ``bincount``), then turns the 8 x 256
-  counts into 64 bit counts with one small matrix product.
+* a word's hash is its 8-byte chunks weighted by fixed odd constants,
+  ``sum(chunk_k * K_k)`` mod 2**64, read with one 8-byte load per chunk at
+  each word's start (xxh3 for the rare word of more than 32 bytes);
+* a shingle's hash is Horner's rule over its word hashes with an odd base
+  ``Q``, then a multiply-xorshift;
+* a block's hash (for the per-host repeated-block counts) is a polynomial
+  over its word hashes with an odd base ``P``: one prefix sum over all the
+  words gives every block as a difference of two prefix values, shifted
+  back to its start by ``P**-start`` (``P`` is odd, so it has an inverse
+  mod 2**64);
+* the bit vote counts bits in byte lanes: ``(h >> s) & 0x0101...01`` puts
+  8 of a hash's bits in 8 byte counters, so one uint64 sum over up to 255
+  hashes counts them all (see :func:`_votes`).
 
 The ``*_slow`` functions are the same definitions as textbook loops; the
 property tests hold the fast versions to them. The constants come from
@@ -61,8 +64,14 @@ _Q = xxhash.xxh3_64_intdigest(b"crawl simhash shingle base") | 1
 _U_Q = np.uint64(_Q)
 _C = 0x9E3779B97F4A7C15  # the final mix: multiply by an odd constant, fold the top half down
 _U_C, _U32 = np.uint64(_C), np.uint64(32)
+# a word of up to 32 bytes is four 8-byte chunks; chunk k is weighted by _K[k]
+_K = [xxhash.xxh3_64_intdigest(b"crawl simhash chunk %d" % k) | 1 for k in range(4)]
+_U_K = [np.uint64(k) for k in _K]
+_LONG = 8 * len(_K)  # longer words (URLs, digests: a few a page) are hashed one by one with xxh3
+_U64 = np.uint64(64)
+_KEEP = np.array([(1 << 8 * i) - 1 for i in range(8)] + [_M64], dtype=np.uint64)  # [i]: the low i bytes
 
-_CACHE_MAX = 1 << 18  # keep P**i and P**-i for texts up to 256 KB (4 MB); longer ones get their own
+_CACHE_MAX = 1 << 18  # keep P**i and P**-i for up to 256 K words (4 MB); more get their own
 _pw = _ipw = np.ones(0, dtype=np.uint64)
 
 
@@ -99,28 +108,46 @@ def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]
     ``hashes[cuts[i]:cuts[i + 1]]`` and never empty, and the text's words
     are ``hashes[cuts[0]:cuts[-1]]``.
 
-    A word's hash is the plain polynomial ``sum(b_k * P**k)`` mod 2**64
-    over its bytes, unmixed: it is only ever combined further (into
-    shingles, or hashed with xxh3 as a block). One prefix sum over all the
-    bytes gives every word's sum as the difference of two prefix values,
-    shifted back to the word's start by ``P**-start``.
+    A word of up to 32 bytes is read as four little-endian 8-byte chunks
+    (zero past its end), and its hash is ``sum(chunk_k * K_k)`` mod 2**64
+    (see :func:`word_hash_slow`): one 8-byte load per chunk at each word's
+    start, so the work after finding the words is per word, not per byte
+    (a text has six or seven bytes a word; the polynomial over every byte
+    this replaced took a multiply and a prefix sum per byte), and the
+    chunks past 8 bytes are read only for the words that long. A word cannot hold a zero byte, so the chunks
+    say where it ends. Longer words take xxh3, one call each. The hashes
+    are only ever combined further (into shingles, or into block keys).
     """
-    joined = b"\n".join([b"", *texts, b""])  # every text ends a block
-    a = np.frombuffer(joined, dtype=np.uint8)
+    # every text ends a block; zero bytes after the last newline pad the text to whole 8-byte words
+    n = 1 + sum(len(t) + 1 for t in texts)
+    joined = b"\n".join([b"", *texts, bytes(8 + -n % 8)])
+    a = np.frombuffer(joined, dtype=np.uint8, count=n)
     ws = a <= 32
     # the bytes begin and end with a newline, so the edges alternate: a[i]
     # is the separator before a word, a[i] is the last byte of that word...
-    edges = (ws[:-1] != ws[1:]).nonzero()[0]
-    first = edges[0::2]  # word k starts at joined[first[k] + 1]
-    n = a.size
-    pw, ipw = _pows(n)
-    sums = np.multiply(a, pw[:n], dtype=np.uint64)
-    np.cumsum(sums, out=sums)
-    ends = sums.take(edges)
-    h = ends[1::2] - ends[0::2]  # each word's bytes: b * P**(start + k)
-    h *= ipw[1:].take(first)  # ... shifted back by P**-start
-    # word index of the first word after each newline, and where each text starts
-    cuts = sorted(set(np.searchsorted(first, (a == 10).nonzero()[0]).tolist()))
+    edges = np.flatnonzero(ws[:-1] != ws[1:])
+    first = edges[0::2] + 1  # where each word starts
+    size = edges[1::2] - edges[0::2]
+    aligned = np.frombuffer(joined, dtype="<u8")
+    h = _load8(aligned, first)
+    h &= _KEEP.take(np.minimum(size, 8))
+    h *= _U_K[0]
+    idx = np.flatnonzero(size > 8)
+    for k in range(1, len(_K)):
+        if not idx.size:
+            break
+        chunk = _load8(aligned, first.take(idx) + 8 * k)
+        rest = size.take(idx) - 8 * k
+        chunk &= _KEEP.take(np.minimum(rest, 8))
+        chunk *= _U_K[k]
+        h[idx] += chunk
+        idx = idx[rest > 8]
+    for i in idx.tolist():  # longer than 32 bytes
+        start = int(first[i])
+        h[i] = xxhash.xxh3_64_intdigest(joined[start:start + int(size[i])])
+    # word index of the first word after each newline (once per run of them), and where each text starts
+    cuts = np.searchsorted(first, np.flatnonzero(a == 10))
+    cuts = cuts[np.flatnonzero(np.diff(cuts, prepend=-1))].tolist()
     offsets = [0]  # the newline before each text
     for t in texts[:-1]:
         offsets.append(offsets[-1] + len(t) + 1)
@@ -135,10 +162,50 @@ def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]
     return h, out
 
 
+def _load8(words: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The 8 bytes from each byte offset ``at`` as little-endian integers.
+
+    Two aligned loads and shifts: a gather from an unaligned view would
+    first copy the whole text to 8 bytes per byte offset.
+    """
+    shift = ((at & 7) << 3).astype(np.uint64)
+    q = at >> 3
+    lo = words.take(q)
+    hi = words.take(q + 1)
+    lo >>= shift
+    hi <<= _U64 - shift  # by 64 when aligned: numpy makes that 0
+    lo |= hi
+    return lo
+
+
 def word_hashes(text: bytes) -> tuple[np.ndarray, list[int]]:
     """:func:`word_hashes_many` of one text: its word hashes, and the cuts between its blocks."""
     h, cuts = word_hashes_many([text])
     return h, cuts[0]
+
+
+def block_hashes(words: np.ndarray, bounds: Sequence[int]) -> np.ndarray:
+    """The hash of each block ``words[bounds[i]:bounds[i + 1]]`` (word hashes; bounds ascending).
+
+    ``mix(sum(h_k * P**k) + length)`` over the block's words, k from 0 at the
+    block's start (see :func:`block_hash_slow`): one prefix sum over all the
+    words gives every block as a difference of two prefix values, shifted
+    back by ``P**-start``.
+    """
+    b = np.asarray(bounds, dtype=np.intp)
+    if b.size < 2:
+        return words[:0].copy()
+    pw, ipw = _pows(int(b[-1]) + 1)
+    sums = np.zeros(int(b[-1]) + 1, dtype=np.uint64)
+    np.multiply(words[:b[-1]], pw[:b[-1]], out=sums[1:])
+    np.cumsum(sums, out=sums)
+    ends = sums.take(b)
+    x = ends[1:] - ends[:-1]
+    x *= ipw.take(b[:-1])
+    x += np.diff(b).astype(np.uint64)
+    x *= _U_C
+    x ^= x >> _U32
+    return x
 
 
 def shingle_hashes(words: np.ndarray, n: int = SHINGLE) -> np.ndarray:
@@ -246,8 +313,16 @@ def simhash(features: Iterable[bytes]) -> int:
 
 
 def word_hash_slow(word: bytes) -> int:
-    """One word's hash, the textbook way: ``sum(b_k * P**k)`` mod 2**64."""
-    return sum(b * pow(_P, k, 1 << 64) for k, b in enumerate(word)) & _M64
+    """One word's hash, the textbook way: ``sum(chunk_k * K_k)`` over its 8-byte chunks; xxh3 past 32 bytes."""
+    if len(word) > _LONG:
+        return xxhash.xxh3_64_intdigest(word)
+    return sum(int.from_bytes(word[8 * k:8 * k + 8], "little") * _K[k] for k in range(len(_K))) & _M64
+
+
+def block_hash_slow(words: list[int]) -> int:
+    """The reference for :func:`block_hashes`: one block's word hashes, a loop."""
+    x = (sum(h * pow(_P, k, 1 << 64) for k, h in enumerate(words)) + len(words)) * _C & _M64
+    return x ^ x >> 32
 
 
 def simhash_text_slow(text: bytes, n: int = SHINGLE) -> int:
@@ -384,4 +459,4 @@ def brute_force(stored: Iterable[tuple[bytes, int]], h: int, k: int) -> list[tup
 __all__ = ["SEPARATORS", "SHINGLE", "SimhashIndex", "blocks_for", "brute_force", "hamming",
            "shingle_hashes", "simhash", "simhash_of_hashes", "simhash_slow", "simhash_text",
            "simhash_text_slow", "simhash_tokens", "simhash_tokens_slow", "simhashes",
-           "word_hash_slow", "word_hashes", "word_hashes_many"]
+           "block_hash_slow", "block_hashes", "word_hash_slow", "word_hashes", "word_hashes_many"]
