@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import hostqueue as hq
 from . import records
-from .frontier_tx import TRANSIENT, _parse_lease, outcome_code
+from .frontier_tx import TRANSIENT, _parse_lease, fingerprint, outcome_code
 from .politeness import backoff_delay, parse_retry_after, release_delay
 from .records import Record
 
@@ -84,11 +84,12 @@ def complete_one(t: Tx, rec: Record) -> Record:
             error=f"lease {rec['lease']!r} is unknown or expired; its URL was (or will be) leased again",
         )
     lease = hq.decode_lease(raw)
-    h = t.host(lease.hid)
-    entry = hq.decode_entry(lease.entry, h.name)
-    if entry.url != rec["url"]:
+    if fingerprint(rec["url"]) != lease.fp:  # the lease keeps its URL's 64-bit fingerprint
+        leased = hq.decode_entry(lease.entry, t.host(lease.hid).name).url
         return _event(t, rec, "frontier.bad-record",
-                      error=f"url does not match lease {rec['lease']} (leased {entry.url!r})")
+                      error=f"url does not match lease {rec['lease']} (leased {leased!r})")
+    h = t.host(lease.hid)
+    attempts, fails = hq.entry_counts(lease.entry)
 
     t.txn.delete(lkey, db=t.dl)
     t.txn.delete(hq.time_key(hq.ms_up(lease.deadline), lease_id), db=t.ddl)
@@ -108,7 +109,7 @@ def complete_one(t: Tx, rec: Record) -> Record:
     event: Record = {"kind": "event", "v": records.VERSION, "ts": now, "event": "frontier.complete",
                      "url": rec["url"], "lease": rec["lease"], "disposition": "",
                      "next_allowed": 0.0, "outcome": outcome, "status": status, "host": h.name,
-                     "attempt": entry.attempts}
+                     "attempt": attempts}
 
     # A backoff never undercuts the host's normal delay (Crawl-delay included):
     # Retry-After: 0 or a tiny --backoff-base must not make us less polite.
@@ -131,8 +132,8 @@ def complete_one(t: Tx, rec: Record) -> Record:
             delay = max(delay, cfg.park_seconds)
             event["parked_until"] = h.parked_until
         h.next_allowed = now + delay
-        entry.fails += 1
-        if entry.fails >= cfg.max_retries:
+        fails += 1
+        if fails >= cfg.max_retries:
             disposition = "dropped"
             t.count("dropped")
         else:
@@ -152,7 +153,7 @@ def complete_one(t: Tx, rec: Record) -> Record:
     if type(new_ip) is str and new_ip and len(new_ip) <= 64:
         h.ip = new_ip
     if disposition in ("backoff", "retry", "deferred"):
-        t.back_to_queue(lease, h, hq.with_counts(lease.entry, entry.attempts, entry.fails))
+        t.back_to_queue(lease, h, hq.with_counts(lease.entry, attempts, fails))
     else:
         state = hq.DONE if disposition == "done" else hq.DROPPED
         t.set_known(lease.hid, lease.fp, state, outcome_code(outcome))

@@ -70,6 +70,8 @@ class Tx(IpSlots):
         self.dirty: set[int] = set()
         self.counters: dict[str, int] = {}
         self.qcur = txn.cursor(db=self.dq)  # one queue cursor, repositioned per use
+        self.new_leases: list[tuple[bytes, bytes]] = []
+        self.new_deadlines: list[tuple[bytes, bytes]] = []
         self.hids: dict[str, int] = {}
         self.delta: dict[str, int] = {}
         self.cycle = _get_int(txn, self.dm, b"cycle")
@@ -120,8 +122,8 @@ class Tx(IpSlots):
         return hid
 
     def flush(self) -> None:
-        for hid in self.dirty:
-            self.txn.put(hq.hid_key(hid), self.hosts[hid].encode(), db=self.dh)
+        hosts, key = self.hosts, hq.hid_key
+        self.txn.cursor(db=self.dh).putmulti([(key(hid), hosts[hid].encode()) for hid in sorted(self.dirty)])
         for name in self.delta:
             self.txn.put(name.encode(), hq.u64(self.counter(name)), db=self.dm)
         self.dirty.clear()
@@ -336,6 +338,10 @@ class Tx(IpSlots):
                         out.append(rec)
                         if not len(out) % 100:  # see Frontier.add
                             self.fr.trimmer.maybe_trim()
+        # Lease ids only grow, and the deadlines share one ms: both in key order.
+        self.txn.cursor(db=self.dl).putmulti(self.new_leases)
+        self.txn.cursor(db=self.ddl).putmulti(self.new_deadlines)
+        self.new_leases, self.new_deadlines = [], []
         self.count("leased", len(out))
         self.count("queued", -len(out))
         return out
@@ -380,8 +386,8 @@ class Tx(IpSlots):
         _, prio, seq = hq.unpack_queue_key(key)
         value = hq.lease_value(hid, prio, seq, deadline, now, fingerprint(url),
                                hq.with_counts(first, attempts, entry.fails))
-        self.txn.put(hq.u64(lease_id), value, db=self.dl)
-        self.txn.put(hq.time_key(deadline_ms, lease_id), b"", db=self.ddl)
+        self.new_leases.append((hq.u64(lease_id), value))  # written by lease()
+        self.new_deadlines.append((hq.time_key(deadline_ms, lease_id), b""))
         h.lease = lease_id
         h.queued -= 1
         if ip is not None:

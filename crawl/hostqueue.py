@@ -140,9 +140,14 @@ class Entry:
         return encode_entry(self.url, host, rec, self.attempts, self.fails)
 
 
-def with_counts(value: bytes, attempts: int, fails: int) -> bytes:
+def entry_counts(value: bytes) -> tuple[int, int]:
+    """(attempts, failures) of a stored entry, without decoding it."""
+    return value[1], value[2]
+
+
+def with_counts(value: bytes, attempts: int, fails: int, _pack: Any = struct.Struct("<BB").pack) -> bytes:
     """A stored entry with its attempt and failure counts replaced (no re-encoding)."""
-    return value[:1] + bytes((min(attempts, 255), min(fails, 255))) + value[3:]
+    return value[:1] + _pack(attempts if attempts < 255 else 255, fails if fails < 255 else 255) + value[3:]
 
 
 def decode_entry(value: bytes, host: str, _unpack: Any = _QVAL.unpack_from, _start: int = _QVAL.size) -> Entry:

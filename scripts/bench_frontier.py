@@ -19,6 +19,7 @@ the kernel can drop at any time).
 from __future__ import annotations
 
 import argparse
+import random
 import shutil
 import subprocess
 import sys
@@ -81,9 +82,23 @@ def ip_of(host: str) -> str:
     return f"10.0.{h >> 8}.{h & 255}"
 
 
-def pairs(fr: Frontier, seconds: float, batch: int) -> tuple[int, float, float]:
+def scatter(fr: Frontier, batch: int, hosts: int, now: float) -> float:
+    """Lease every host once and complete it with a random response time, so
+    the schedule is no longer in host-id order (as after hours of a real crawl,
+    where each host's next-allowed time depends on its own delays): later
+    lease batches then touch hosts spread over the whole database."""
+    rnd = random.Random(4)
+    for _ in range(hosts // batch):
+        leases = fr.next(batch, 60.0, now)
+        fr.complete([{"kind": "fetch", "v": 1, "url": r["url"], "lease": r["lease"], "outcome": "ok",
+                      "status": 200, "ip": ip_of(r["host"]), "timings": {"total": rnd.uniform(0.0, 60.0)}}
+                     for r in leases], now)
+    return now + 300.0  # every host is due again (the release delay is capped at 300 s)
+
+
+def pairs(fr: Frontier, seconds: float, batch: int, now: float = 2000.0) -> tuple[int, float, float]:
     """Leases handed out and completed, with wall and CPU seconds in next + complete."""
-    now, done, spent, cpu = 2000.0, 0, 0.0, 0.0
+    done, spent, cpu = 0, 0.0, 0.0
     while spent < seconds:
         t, c = time.perf_counter(), time.process_time()
         leases = fr.next(batch, 60.0, now)
@@ -121,6 +136,8 @@ def main() -> None:
     ap.add_argument("--lease-batch", type=int, default=1000)
     ap.add_argument("--rss-urls", type=int, default=0, help="also add this many URLs in a fresh process "
                     "and report its RSS (10,000,000 for the issue's figure)")
+    ap.add_argument("--scatter", action="store_true", help="also measure pairs after one pass over every "
+                    "host with random response times (hosts then come up in an order unrelated to their ids)")
     ap.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed)")
     args = ap.parse_args()
@@ -139,6 +156,11 @@ def main() -> None:
             n, spent, cpu = pairs(fr, args.pair_seconds, args.lease_batch)
             print(f"frontier next+complete: {n / spent:,.0f} pairs/s ({n / cpu:,.0f} per CPU-second; "
                   f"batches of {args.lease_batch}, {args.hosts:,} hosts, {args.urls:,} queued) goal 20,000")
+            if args.scatter:
+                now = scatter(fr, args.lease_batch, args.hosts, 3000.0)
+                n, spent, cpu = pairs(fr, args.pair_seconds, args.lease_batch, now)
+                print(f"frontier next+complete, scattered schedule: {n / spent:,.0f} pairs/s "
+                      f"({n / cpu:,.0f} per CPU-second; hosts leased in an order unrelated to their ids)")
             st = proc_status()
             print(f"frontier RSS: {mb(st['VmRSS'])} at {args.urls:,} queued URLs (peak {mb(st['VmHWM'])}; "
                   f"anonymous {mb(st.get('RssAnon', 0))}, file-backed {mb(st.get('RssFile', 0))}, "
