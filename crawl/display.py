@@ -99,6 +99,8 @@ def table(st: Record, title: str = "crawl run") -> Any:
         ("hosts ready", _num(st["hosts_ready"])),
         ("in flight", _num(st["in_flight"])),
         ("backlog (due, not fetched)", _num(st["backlog"])),
+        ("fetched, not parsed yet", _num(st.get("unparsed", 0))),
+        ("fetching paused for parsing", f"{st.get('parse_wait', 0.0):.1f} s"),
         ("errors", f"{100 * st['error_rate']:.1f}%"),
         ("downloaded", _bytes(st["bytes"])),
         ("elapsed", f"{st['elapsed']:.1f} s"),

@@ -21,6 +21,7 @@ import orjson
 import pytest
 from conftest import TestWeb, start_testweb
 
+from crawl import records
 from crawl.crawllog import read_log
 
 CRAWL = [sys.executable, "-m", "crawl"]
@@ -252,3 +253,31 @@ def test_recrawl_mode_refetches_pinged_pages_conditionally(tmp_path: Path) -> No
         assert any(e["url"] in pinged and e.get("outcome") == "not-modified" for e in events)
         # nothing else was fetched twice
         assert all(n == 1 for u, n in again.items() if u not in pinged)
+
+
+def test_leasing_waits_while_the_parse_side_is_behind(tmp_path: Path) -> None:
+    """Backpressure: with max_backlog fetch results unparsed, no lease goes out until
+    the parse side acknowledges some (a --duration run then ends on time)."""
+    import threading
+
+    from crawl.run import Crawl, RunOptions
+    from crawl.state import CrawlDir
+
+    opts = RunOptions(max_backlog=3)
+    opts.scope.mode = "any"
+    cr = Crawl(CrawlDir(tmp_path / "c"), opts)
+    try:
+        assert cr.seed(["http://a.test/", "http://b.test/"])["added"] == 2
+        cr.fetched.put([records.make("fetch", url=f"http://x.test/{i}", outcome="ok") for i in range(3)])
+        timer = threading.Timer(0.3, lambda: setattr(cr, "stopping", "test"))
+        timer.start()
+        assert list(cr.lease_batches(10)) == []  # held back until stopped
+        timer.join()
+        assert cr.progress.backpressure > 0 and cr.status(time.time())["unparsed"] == 3
+        claimed = cr.fetched.claim(3)
+        cr.fetched.ack(k for k, _ in claimed)
+        cr.stopping = ""
+        batch = next(cr.lease_batches(10))
+        assert {lease["url"] for lease in batch.records} == {"http://a.test/", "http://b.test/"}
+    finally:
+        cr.close()
