@@ -23,7 +23,6 @@ five copies does not teach the host that its own article is boilerplate.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 from collections.abc import Callable, Sequence
@@ -56,8 +55,8 @@ MIN_WORDS = 8  # fewer words than this is not enough text to call anything a nea
 REPEATED_BLOCK_PAGES = 5  # a block on this many original pages of a host is boilerplate
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "")
 _ONE_PAGE = (1).to_bytes(4, "big")
-# pages hashed together: numpy's per-call cost is shared, and the arrays stay in cache
-_HASH_GROUP, _HASH_BYTES = 32, 96 << 10
+# pages hashed together: numpy's per-call cost is shared (8 long articles, 32 short pages)
+_HASH_GROUP, _HASH_BYTES = 32, 256 << 10
 
 # body reader: record -> (body, content_type), or raises CrawlError
 Bodies = Callable[[Record], tuple[bytes, str]]
@@ -107,7 +106,8 @@ class Fingerprint:
                 self.doc = Doc(raw="\n".join(text.splitlines()).encode("utf-8", "replace"))
                 self.text = fold(self.doc.raw)
             else:  # the text comes folded: no second pass over it
-                self.doc = analyse(body, header_charset(content_type), url, folded=True)
+                charset = header_charset(content_type) if ";" in content_type else None
+                self.doc = analyse(body, charset, url, folded=True)
                 self.text = self.doc.raw
                 if self.doc.error:
                     self.note = self.doc.error
@@ -178,7 +178,7 @@ def _hash_group(group: list[Fingerprint]) -> None:
     hash_all(group)
     for fp in group:
         fp.text = b""
-        fp.doc = dataclasses.replace(fp.doc, raw=b"")
+        fp.doc.raw = b""
 
 
 class Deduper:

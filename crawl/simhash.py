@@ -147,7 +147,7 @@ def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]
         h[i] = xxhash.xxh3_64_intdigest(joined[start:start + int(size[i])])
     # word index of the first word after each newline (once per run of them), and where each text starts
     cuts = np.searchsorted(first, np.flatnonzero(a == 10))
-    cuts = cuts[np.flatnonzero(np.diff(cuts, prepend=-1))].tolist()
+    cuts = [cuts[0], *cuts[1:][cuts[1:] != cuts[:-1]].tolist()]  # newlines start and end every text
     offsets = [0]  # the newline before each text
     for t in texts[:-1]:
         offsets.append(offsets[-1] + len(t) + 1)
@@ -202,7 +202,7 @@ def block_hashes(words: np.ndarray, bounds: Sequence[int]) -> np.ndarray:
     ends = sums.take(b)
     x = ends[1:] - ends[:-1]
     x *= ipw.take(b[:-1])
-    x += np.diff(b).astype(np.uint64)
+    x += (b[1:] - b[:-1]).astype(np.uint64)
     x *= _U_C
     x ^= x >> _U32
     return x
