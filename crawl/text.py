@@ -236,15 +236,19 @@ def _implied_end(names: list[bytes | None], closes: list[bytes | None], start: i
 
 
 def _canonical(page: bytes, low: bytes, base_url: str | None) -> str | None:
-    """The first ``<link rel=canonical href>`` outside comments and scripts.
+    """The first ``<link rel=canonical href>`` in the head, outside comments and scripts.
 
-    Found in ``low`` (the page lower-cased), read from ``page`` at the same
-    offsets (lower-casing keeps every byte in place), so the URL keeps its
-    case.
+    Only before ``<body``: search engines ignore a canonical link anywhere
+    else, and a long page is not searched to its end for one. Found in
+    ``low`` (the page lower-cased), read from ``page`` at the same offsets
+    (lower-casing keeps every byte in place), so the URL keeps its case.
     """
-    if b"canonical" not in low:
+    head = low.find(b"<body")
+    if head < 0:
+        head = len(low)
+    if low.find(b"canonical", 0, head) < 0:
         return None
-    pos = low.find(b"<link")
+    pos = low.find(b"<link", 0, head)
     while pos >= 0:
         m = _LINK.match(low, pos)
         if m and not _inside(low, pos, b"<!--", b"-->") and not _inside(low, pos, b"<script", b"</script"):
@@ -254,7 +258,7 @@ def _canonical(page: bytes, low: bytes, base_url: str | None) -> str | None:
             href = htmllib.unescape(attrs.get(b"href", b"").decode("utf-8", "replace")).strip()
             if b"canonical" in attrs.get(b"rel", b"").lower().split() and href:
                 return urljoin(base_url, href) if base_url else href
-        pos = low.find(b"<link", pos + 5)
+        pos = low.find(b"<link", pos + 5, head)
     return None
 
 

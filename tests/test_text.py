@@ -188,3 +188,5 @@ def test_canonical_link() -> None:
     assert canonical_link(b"<link rel=canonical href='  http://a.test/x '><p>canonical</p>") == "http://a.test/x"
     assert canonical_link(b"<link rel=canonical><p>no href</p>") is None
     assert canonical_link(b"<p>the word canonical alone</p>") is None
+    # in the body it does not count (search engines ignore it there too)
+    assert canonical_link(b"<html><head></head><body><link rel=canonical href=/b><p>x</p>") is None
