@@ -84,7 +84,7 @@ class Response:
     """
 
     __slots__ = ("status", "reason", "version", "headers", "_conn", "_chunks", "_head_done",
-                 "_done", "_extra", "_until_close", "_keep_alive", "_parser")
+                 "_done", "_extra", "_until_close", "_keep_alive", "_parser", "_got_body", "_quiet")
 
     def __init__(self, conn: Connection) -> None:
         self.status = 0
@@ -98,6 +98,8 @@ class Response:
         self._extra = False  # bytes after the end of this response
         self._until_close = False
         self._keep_alive = False
+        self._got_body = False  # a body byte came out of the last read
+        self._quiet = 0  # bytes read since the last body byte: chunk framing, trailers
         self._parser = httptools.HttpResponseParser(self)
         # Read what browsers read: bare LF line ends, folded or control-character header
         # values, a Content-Length beside chunked coding (the chunks win), HTTP/1.2.
@@ -117,7 +119,7 @@ class Response:
         self.reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if not self._done:
+        if not self._head_done:  # trailers (after the last chunk) are read past, not kept
             self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
@@ -140,6 +142,7 @@ class Response:
     def on_body(self, body: bytes) -> None:
         if not self._done:
             self._chunks.append(body)
+            self._got_body = True
 
     def on_message_complete(self) -> None:
         if self._head_done and not self._done:
@@ -174,7 +177,15 @@ class Response:
                     self._conn.keep = False
                     return
                 raise ProtocolError("peer closed connection without sending complete message body")
+            self._got_body = False
             self._feed(data)
+            if self._got_body or self._done:
+                self._quiet = 0
+            else:  # trailers are buffered by the parser like a head, and capped like one
+                self._quiet += len(data)
+                if self._quiet > MAX_HEAD:
+                    raise ProtocolError(f"chunk framing or trailers too long: over {MAX_HEAD} bytes "
+                                        "without a body byte")
 
     @property
     def complete(self) -> bool:

@@ -27,13 +27,18 @@ OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 CLOSE = None  # in a script: close the connection instead of answering
 
 
+Answer = bytes | tuple[bytes, ...] | None
+
+
 class Scripted:
     """Connection i answers its requests with ``scripts[i]`` in turn (CLOSE: hang up).
 
-    Any connection beyond the scripts answers OK to everything.
+    An answer given as a tuple is written part by part (over TLS: a record or more
+    each), corked so that all parts reach the client together. Any connection
+    beyond the scripts answers OK to everything.
     """
 
-    def __init__(self, scripts: list[list[bytes | None]], tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, scripts: list[list[Answer]], tls: ssl.SSLContext | None = None) -> None:
         self.scripts = scripts
         self.tls = tls
         self.connections = 0
@@ -52,7 +57,13 @@ class Scripted:
             script = self.scripts[i] if i < len(self.scripts) else [OK] * 100
             threading.Thread(target=self._serve, args=(conn, list(script)), daemon=True).start()
 
-    def _serve(self, conn: socket.socket, script: list[bytes | None]) -> None:
+    def _serve(self, conn: socket.socket, script: list[Answer]) -> None:
+        try:
+            self._answer(conn, script)
+        except OSError:  # the client hung up mid-answer (it may: a limit of its own)
+            pass
+
+    def _answer(self, conn: socket.socket, script: list[Answer]) -> None:
         buf = b""
         if self.tls is not None:
             try:
@@ -71,7 +82,13 @@ class Scripted:
                 self.requests.append(head)
                 if answer is CLOSE:
                     return
-                conn.sendall(answer)
+                if isinstance(answer, tuple):
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+                    for part in answer:
+                        conn.sendall(part)
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+                else:
+                    conn.sendall(answer)
             conn.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
@@ -79,7 +96,7 @@ class Scripted:
 
 
 @contextmanager
-def server(*scripts: list[bytes | None]) -> Iterator[Scripted]:
+def server(*scripts: list[Answer]) -> Iterator[Scripted]:
     s = Scripted(list(scripts))
     try:
         yield s
@@ -260,3 +277,23 @@ def test_https_checks_the_certificate_against_the_name_not_the_address() -> None
     assert (good.status, good.failure, good.decoded) == (200, None, b"ok")
     assert again.failure is None and s.connections == 2  # kept alive; b.test dialled its own
     assert wrong.failure == "connect-error" and "certificate" in wrong.error.lower(), wrong.error
+
+
+def test_a_flood_of_informational_responses_is_capped_like_the_head() -> None:
+    with server([b"HTTP/1.1 100 Continue\r\n\r\n" * 10_000]) as s:
+        (ex,) = get_all(s.port, ["/"])
+    assert ex.failure == "protocol-error" and "too large" in ex.error, ex.error
+
+
+@pytest.mark.parametrize("trailers", [
+    b"X-T: " + b"a" * 100 + b"\r\n",  # many trailer fields ...
+    b"X-T: " + b"a" * (8 << 20),  # ... or one endless trailer value
+])
+def test_chunked_trailers_are_capped_like_the_head(trailers: bytes) -> None:
+    # trailers come after the last chunk: no body byte counts them, the parser buffers them
+    flood = trailers * max(1, (8 << 20) // len(trailers))
+    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n" + flood
+    with server([answer, CLOSE]) as s:  # then the server waits, the connection open
+        (ex,) = get_all(s.port, ["/"])
+    assert ex.failure == "protocol-error" and "too large" in ex.error, ex.error
+    assert ex.truncated == "disconnect"
