@@ -140,6 +140,8 @@ class Response:
         self._until_close = not framed and status not in (204, 304)
 
     def on_body(self, body: bytes) -> None:
+        if not self._head_done:  # RFC 9110 15.2: a 1xx ends with its head (llhttp reads a Content-Length)
+            raise ProtocolError("an informational (1xx) response with a body")
         if not self._done:
             self._chunks.append(body)
             self._got_body = True
@@ -156,6 +158,8 @@ class Response:
         except httptools.HttpParserUpgrade as exc:
             raise ProtocolError("the server switched protocols unasked") from exc
         except httptools.HttpParserError as exc:
+            if isinstance(exc.__context__, ProtocolError):  # raised by a callback of ours
+                raise exc.__context__ from None
             if self._done:  # junk after a whole response: the response stands, the connection goes
                 self._extra = True
                 return

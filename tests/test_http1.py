@@ -297,3 +297,11 @@ def test_chunked_trailers_are_capped_like_the_head(trailers: bytes) -> None:
         (ex,) = get_all(s.port, ["/"])
     assert ex.failure == "protocol-error" and "too large" in ex.error, ex.error
     assert ex.truncated == "disconnect"
+
+
+def test_a_body_on_an_informational_response_never_joins_the_final_body() -> None:
+    # RFC 9110 15.2: a 1xx response ends with its header section (llhttp reads a body
+    # on 104..199 when given a Content-Length)
+    with server([b"HTTP/1.1 150 Odd\r\nContent-Length: 5\r\n\r\nEVIL!" + OK]) as s:
+        (ex,) = get_all(s.port, ["/"])
+    assert ex.failure == "protocol-error" and body(ex) == b"", (ex.failure, ex.error, body(ex))
