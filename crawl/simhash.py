@@ -146,8 +146,8 @@ def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]
         start = int(first[i])
         h[i] = xxhash.xxh3_64_intdigest(joined[start:start + int(size[i])])
     # word index of the first word after each newline (once per run of them), and where each text starts
-    cuts = np.searchsorted(first, np.flatnonzero(a == 10))
-    cuts = [cuts[0], *cuts[1:][cuts[1:] != cuts[:-1]].tolist()]  # newlines start and end every text
+    after = np.searchsorted(first, np.flatnonzero(a == 10))
+    cuts = [int(after[0]), *after[1:][after[1:] != after[:-1]].tolist()]  # newlines start and end every text
     offsets = [0]  # the newline before each text
     for t in texts[:-1]:
         offsets.append(offsets[-1] + len(t) + 1)

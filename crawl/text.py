@@ -183,7 +183,7 @@ def _visible(marked: bytes, folded: bool) -> bytes:
     return fold(text) if folded and not text.isascii() else text
 
 
-def _cut(out: list[bytes], names: list[bytes], closes: list[bytes | None], marks: list[int]) -> None:
+def _cut(out: list[bytes], names: list[bytes | None], closes: list[bytes | None], marks: list[int]) -> None:
     """Empty what is inside boilerplate elements (``marks``: the tokens of their tags).
 
     Token i is the tag between texts ``out[2 * i]`` and ``out[2 * i + 2]``;
@@ -194,7 +194,7 @@ def _cut(out: list[bytes], names: list[bytes], closes: list[bytes | None], marks
         start = marks[k]
         name = names[start]
         k += 1
-        if name[0] == 47 or closes[start]:  # a stray end tag, or <x/>: nothing inside
+        if not name or name[0] == 47 or closes[start]:  # a stray end tag, or <x/>: nothing inside
             continue
         end_tag = b"/" + name
         depth = 1
