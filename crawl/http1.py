@@ -132,12 +132,18 @@ class Response:
         self.status = status
         self.version = self._parser.get_http_version()
         self._head_done = True
-        framed = False
+        length = coded = False
+        last = b""
         for k, v in self.headers:
             lk = k.lower()
-            if lk == b"content-length" or (lk == b"transfer-encoding" and b"chunked" in v.lower()):
-                framed = True
-        self._until_close = not framed and status not in (204, 304)
+            if lk == b"content-length":
+                length = True
+            elif lk == b"transfer-encoding":
+                coded, last = True, v
+        # As llhttp frames it (RFC 9112 6.3): chunked only when it is the last coding; any
+        # other Transfer-Encoding runs to the close, whatever Content-Length says
+        chunked = last.rpartition(b",")[2].strip().lower() == b"chunked"
+        self._until_close = not chunked and (coded or not length) and status not in (204, 304)
 
     def on_body(self, body: bytes) -> None:
         if not self._head_done:  # RFC 9110 15.2: a 1xx ends with its head (llhttp reads a Content-Length)

@@ -305,3 +305,16 @@ def test_a_body_on_an_informational_response_never_joins_the_final_body() -> Non
     with server([b"HTTP/1.1 150 Odd\r\nContent-Length: 5\r\n\r\nEVIL!" + OK]) as s:
         (ex,) = get_all(s.port, ["/"])
     assert ex.failure == "protocol-error" and body(ex) == b"", (ex.failure, ex.error, body(ex))
+
+
+@pytest.mark.parametrize("head", [
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, identity\r\n",  # chunked not last
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: xchunked\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n",  # TE wins over CL
+])
+def test_a_transfer_coding_that_does_not_end_in_chunked_is_read_until_close(head: bytes) -> None:
+    # RFC 9112 6.3: the body runs to the end of the connection, as llhttp reads it
+    with server([head + b"\r\nuntil the end"], [OK]) as s:
+        got = get_all(s.port, ["/a", "/b"])
+    assert (got[0].failure, body(got[0])) == (None, b"until the end"), got[0].error
+    assert body(got[1]) == b"ok" and s.connections == 2
