@@ -84,7 +84,8 @@ class Response:
     """
 
     __slots__ = ("status", "reason", "version", "headers", "_conn", "_chunks", "_head_done",
-                 "_done", "_extra", "_until_close", "_keep_alive", "_parser", "_got_body", "_quiet")
+                 "_done", "_extra", "_until_close", "_keep_alive", "_parser", "_got_body", "_quiet",
+                 "_mixed")
 
     def __init__(self, conn: Connection) -> None:
         self.status = 0
@@ -100,6 +101,7 @@ class Response:
         self._keep_alive = False
         self._got_body = False  # a body byte came out of the last read
         self._quiet = 0  # bytes read since the last body byte: chunk framing, trailers
+        self._mixed = False  # Content-Length beside Transfer-Encoding: read, never reused
         self._parser = httptools.HttpResponseParser(self)
         # Read what browsers read: bare LF line ends, folded or control-character header
         # values, a Content-Length beside chunked coding (the chunks win), HTTP/1.2.
@@ -144,6 +146,7 @@ class Response:
         # other Transfer-Encoding runs to the close, whatever Content-Length says
         chunked = last.rpartition(b",")[2].strip().lower() == b"chunked"
         self._until_close = not chunked and (coded or not length) and status not in (204, 304)
+        self._mixed = length and coded  # RFC 9112 6.3: maybe smuggling; the server framed it some way
 
     def on_body(self, body: bytes) -> None:
         if not self._head_done:  # RFC 9110 15.2: a 1xx ends with its head (llhttp reads a Content-Length)
@@ -155,7 +158,8 @@ class Response:
     def on_message_complete(self) -> None:
         if self._head_done and not self._done:
             self._done = True
-            self._keep_alive = self._parser.should_keep_alive()  # read now: the parser resets after
+            # read now: the parser resets after
+            self._keep_alive = self._parser.should_keep_alive() and not self._mixed
 
     # -- reading
     def _feed(self, data: bytes | bytearray) -> None:

@@ -318,3 +318,12 @@ def test_a_transfer_coding_that_does_not_end_in_chunked_is_read_until_close(head
         got = get_all(s.port, ["/a", "/b"])
     assert (got[0].failure, body(got[0])) == (None, b"until the end"), got[0].error
     assert body(got[1]) == b"ok" and s.connections == 2
+
+
+def test_content_length_beside_chunked_is_read_but_the_connection_is_not_reused() -> None:
+    # RFC 9112 6.3: both framings on one message may be smuggling; read the chunks, then close
+    both = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+    with server([both, OK], [OK]) as s:
+        got = get_all(s.port, ["/a", "/b"])
+    assert [(e.failure, body(e)) for e in got] == [(None, b"ok")] * 2
+    assert s.connections == 2
