@@ -206,6 +206,17 @@ class Response:
         return self._done and not self._extra
 
 
+def _tls_holds_bytes(stream: trio.abc.Stream) -> bool:
+    """Whether a TLS stream already read bytes from its socket that nobody has received
+    (a record after the response's last one, or decrypted bytes not yet handed out): the
+    socket is then not readable, yet the connection is not clean. trio keeps both in
+    private attributes; without them, assume it does."""
+    try:
+        return bool(stream._incoming.pending or stream._ssl_object.pending())  # type: ignore[attr-defined]
+    except AttributeError:
+        return True
+
+
 class Connection:
     """One TCP or TLS stream to an origin and the address it went to."""
 
@@ -270,6 +281,8 @@ class Connection:
             return False
         stream = self.stream
         inner = getattr(stream, "transport_stream", stream)
+        if inner is not stream and _tls_holds_bytes(stream):
+            return False
         sock = getattr(inner, "socket", None)
         return sock is None or not sock.is_readable()
 

@@ -327,3 +327,36 @@ def test_content_length_beside_chunked_is_read_but_the_connection_is_not_reused(
         got = get_all(s.port, ["/a", "/b"])
     assert [(e.failure, body(e)) for e in got] == [(None, b"ok")] * 2
     assert s.connections == 2
+
+
+def _tls_contexts() -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("a.test").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    return server_ctx, client_ctx
+
+
+def test_bytes_the_tls_layer_already_holds_after_a_response_forbid_reuse() -> None:
+    # the junk is its own TLS record, read from the socket with the response's last
+    # record: the socket is no longer readable, but the connection is not clean
+    evil = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil"
+    server_ctx, client_ctx = _tls_contexts()
+    s = Scripted([[(OK, evil), OK]], tls=server_ctx)
+
+    async def main() -> list[Exchange]:
+        res = Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False)
+        transport = OriginPools(Dialer(res, AddressPolicy(allow_private=True), client_ctx))
+        try:
+            return [await exchange(transport, f"https://a.test:{s.port}/{i}", [], LIMITS, keep=10)
+                    for i in range(2)]
+        finally:
+            await transport.aclose()
+
+    try:
+        got = trio.run(main)
+    finally:
+        s.close()
+    assert [(e.failure, e.decoded) for e in got] == [(None, b"ok")] * 2
+    assert s.connections == 2
