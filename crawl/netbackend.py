@@ -172,8 +172,10 @@ class OriginPools:
                 idle.append(k)
                 if len(idle) == excess:
                     break
-        for k in idle:
-            conn = self._origins.pop(k).idle
+        # all out of the table before the first close: a close lets other tasks run, and one
+        # could take an origin still listed here (evicting it then would drop a busy origin)
+        conns = [self._origins.pop(k).idle for k in idle]
+        for conn in conns:
             if conn is not None:
                 await conn.aclose()
 

@@ -360,3 +360,62 @@ def test_bytes_the_tls_layer_already_holds_after_a_response_forbid_reuse() -> No
         s.close()
     assert [(e.failure, e.decoded) for e in got] == [(None, b"ok")] * 2
     assert s.connections == 2
+
+
+class _SlowToClose(trio.abc.Stream):
+    """A stream whose closing takes a while (as a TLS close can): other tasks run meanwhile."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner = inner
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(0.3)
+        await trio.aclose_forcefully(self.inner)
+
+
+def test_eviction_never_drops_an_origin_that_became_busy_while_it_closed_others() -> None:
+    with server() as s:
+        async def main() -> None:
+            res = Resolver(overrides={h: ["127.0.0.1"] for h in ("a.t", "b.t", "c.t", "d.t")},
+                           fallback=False)
+            pools = make_transport(res, AddressPolicy(allow_private=True), max_origins=3)
+            head = request_head("/", [("Host", "x")])
+            for h in ("a.t", "b.t", "c.t"):  # three idle origins, each with its connection
+                resp = await pools.open("http", h, s.port, head, 2.0)
+                async for _ in resp:
+                    pass
+                await pools.release(resp)
+            pools._max_origins = 1  # now two too many: the next new origin evicts a.t and b.t
+            slow = pools._origins[("http", "a.t", s.port)].idle
+            assert slow is not None
+            slow.stream = _SlowToClose(slow.stream)
+            busy: list[object] = []
+
+            async def take_b() -> None:
+                await trio.sleep(0.1)  # while d.t's eviction is closing a.t
+                resp = await pools.open("http", "b.t", s.port, head, 2.0)
+                await trio.sleep(0.5)  # b.t is busy all through the eviction
+                busy.append(pools._origins.get(("http", "b.t", s.port)))
+                await pools.release(resp)
+
+            async def take_d() -> None:
+                resp = await pools.open("http", "d.t", s.port, head, 2.0)
+                await pools.release(resp)
+
+            async with trio.open_nursery() as n:
+                n.start_soon(take_d)
+                n.start_soon(take_b)
+            assert busy[0] is not None, "b.t was evicted while a request was on it"
+            await pools.aclose()
+
+        trio.run(main)
