@@ -166,6 +166,9 @@ class Response:
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
+            if self._done:  # a 101 after a whole response is junk after it, like any other
+                self._extra = True
+                return
             raise ProtocolError("the server switched protocols unasked") from exc
         except httptools.HttpParserError as exc:
             if isinstance(exc.__context__, ProtocolError):  # raised by a callback of ours

@@ -419,3 +419,11 @@ def test_eviction_never_drops_an_origin_that_became_busy_while_it_closed_others(
             await pools.aclose()
 
         trio.run(main)
+
+
+def test_a_switch_of_protocols_after_a_whole_response_is_junk_after_it() -> None:
+    upgrade = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"
+    with server([OK + upgrade, OK], [OK]) as s:
+        got = get_all(s.port, ["/a", "/b"])
+    assert [(e.status, e.failure, body(e)) for e in got] == [(200, None, b"ok")] * 2, got[0].error
+    assert s.connections == 2
