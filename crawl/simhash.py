@@ -130,7 +130,7 @@ def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]
     size = edges[1::2] - edges[0::2]
     aligned = np.frombuffer(joined, dtype="<u8")
     h = _load8(aligned, first)
-    h &= _KEEP.take(np.minimum(size, 8))
+    h &= _KEEP.take(size, mode="clip")  # 8 bytes or more: all of them
     h *= _U_K[0]
     idx = np.flatnonzero(size > 8)
     for k in range(1, len(_K)):
@@ -138,7 +138,7 @@ def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]
             break
         chunk = _load8(aligned, first.take(idx) + 8 * k)
         rest = size.take(idx) - 8 * k
-        chunk &= _KEEP.take(np.minimum(rest, 8))
+        chunk &= _KEEP.take(rest, mode="clip")
         chunk *= _U_K[k]
         h[idx] += chunk
         idx = idx[rest > 8]
@@ -170,8 +170,8 @@ def _load8(words: np.ndarray, at: np.ndarray) -> np.ndarray:
     """
     shift = ((at & 7) << 3).astype(np.uint64)
     q = at >> 3
-    lo = words.take(q)
-    hi = words.take(q + 1)
+    lo = words.take(q, mode="clip")  # (always inside: "clip" skips the bounds check)
+    hi = words.take(q + 1, mode="clip")
     lo >>= shift
     hi <<= _U64 - shift  # by 64 when aligned: numpy makes that 0
     lo |= hi
