@@ -13,6 +13,7 @@ of the URL (LMDB keys are at most 511 bytes; URLs are not).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import lmdb
@@ -24,6 +25,9 @@ FIELDS = ("etag", "last_modified", "digest", "fetched_at", "warc_date", "status"
 
 def url_key(url: str) -> bytes:
     return xxhash.xxh3_128_digest(url.encode("utf-8", "surrogatepass"))
+
+
+_UNSENDABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class History:
@@ -70,8 +74,10 @@ class History:
         else:
             src = entry if entry is not None else (self.get(url) or {})
         out = []
-        if src.get("etag"):
-            out.append(("If-None-Match", str(src["etag"])))
-        if src.get("last_modified"):
-            out.append(("If-Modified-Since", str(src["last_modified"])))
+        for name, key in (("If-None-Match", "etag"), ("If-Modified-Since", "last_modified")):
+            value = src.get(key)
+            # a validator with control characters (a lenient read of a sloppy server)
+            # cannot be sent back; without it the fetch is plain, not refused
+            if value and not _UNSENDABLE.search(str(value)):
+                out.append((name, str(value)))
         return out

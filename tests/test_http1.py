@@ -12,6 +12,7 @@ import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import trio
@@ -427,3 +428,34 @@ def test_a_switch_of_protocols_after_a_whole_response_is_junk_after_it() -> None
         got = get_all(s.port, ["/a", "/b"])
     assert [(e.status, e.failure, body(e)) for e in got] == [(200, None, b"ok")] * 2, got[0].error
     assert s.connections == 2
+
+
+def test_an_overlong_host_name_over_tls_ends_as_an_outcome_not_a_crash() -> None:
+    long_label = "a" * 64 + ".test"
+
+    async def main() -> Exchange:
+        transport = make_transport(Resolver(overrides={long_label: ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        try:
+            with server([OK]) as s:
+                return await exchange(transport, f"https://{long_label}:{s.port}/", [], LIMITS)
+        finally:
+            await transport.aclose()
+
+    ex = trio.run(main)  # the server is not TLS: the handshake gets no answer
+    assert ex.failure in ("connect-error", "timeout"), ex.error
+
+
+def test_validators_with_control_characters_are_not_sent_back(tmp_path: Path) -> None:
+    from crawl.history import History
+    from crawl.state import close_env, open_env
+
+    env = open_env(tmp_path / "h", max_dbs=4)
+    try:
+        h = History(env)
+        entry = {"etag": '"ok"\x00', "last_modified": "Sun, 29 Nov 2026 10:00:00 GMT"}
+        assert h.conditional_headers("http://a.test/", entry=entry) == [
+            ("If-Modified-Since", "Sun, 29 Nov 2026 10:00:00 GMT")]
+        assert h.conditional_headers("http://a.test/", entry={"etag": '"v1"'}) == [("If-None-Match", '"v1"')]
+    finally:
+        close_env(env)
