@@ -2,32 +2,31 @@
 
 One LMDB environment (``CrawlDir.frontier``) holds named databases:
 
-``queue``     everything about one host, under its id (crawl/hostqueue.py):
-              its HostState; its back queue, (host id, priority, seq) -> a
-              block of compact URL entries, highest priority first, FIFO
-              within a priority; and its known URLs, (host id, KNOWN,
-              fingerprint) -> queued / done / dropped + cycle (a leased URL
-              stays "queued"; its lease is in ``leases``).
+``queue``     back queues: (host id, priority, seq) -> compact URL entry.
+              One contiguous key range per host, highest priority first,
+              FIFO within a priority.
 ``delayed``   URLs not due yet: (due ms, seq) -> host id, priority, entry.
 ``sched``     the host schedule, one range per priority level (the front
               queues): (priority, next-allowed ms, host id). A host is in it
               iff it has a ready URL and nothing in flight.
-``hostid``    host name -> host id.
+``hosts``     host id -> HostState; ``hostid`` host name -> host id.
 ``leases``    lease id -> the leased entry; ``deadlines`` (ms, lease id) for
               expiry.
+``known``     (host id, URL fingerprint) -> queued / done / dropped + cycle (a
+              leased URL stays "queued" here; its lease is in ``leases``).
+              Host first, so one host's URLs share pages.
 ``ips``       per-IP leases in flight and slow-down; ``ipwait`` hosts that are
               ready but whose IP is at its cap.
 ``meta``      counters, the cycle number, idle-time accounting, the layout
               version (crawl/hostqueue.py ``LAYOUT``).
 
-Where the time goes: a batch should touch neighbouring B-tree pages, not a
-few random pages per URL. A random page costs ~3 us to copy on first write
-and ~5-10 us more to write and fsync at commit; another update on a page the
-batch already dirtied costs ~2 us in all. So one host's state, queue and
-known URLs share a key range (a lease or a completion dirties that host's
-page or two), host ids are handed out in order of first sight, leases and
+Where the time goes: a batch touches neighbouring B-tree pages, not one
+random page per URL. A random page costs ~3 us to copy on first write and
+~5-10 us more to write and fsync at commit; the same update on a page the
+batch already dirtied ~2 us in all. So keys start with the host id (queue,
+known), host ids are handed out in order of first sight, leases and
 deadlines are appended in key order, and a released host needs only its own
-state (``HostState.head``) to be rescheduled.
+state (``HostState.head``), not its queue.
 
 Every public method runs in ONE write transaction and commits (fsynced)
 before it returns, so a caller writes its output only after the state it
@@ -63,7 +62,7 @@ ADD_CHUNK = 10_000  # records per add transaction: bounds its dirty (anonymous) 
 TRIM_EVERY = 100
 HID_CACHE = 1 << 17  # host ids this process remembers (~15 MB at most)
 
-_DBS = ("meta", "queue", "delayed", "sched", "hostid", "leases", "deadlines", "ips", "ipwait")
+_DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait")
 
 
 class Frontier:
@@ -97,8 +96,7 @@ class Frontier:
         meta = self.db["meta"]
         with self.env.begin() as txn:
             v = txn.get(b"layout", db=meta)
-            used = txn.get(b"seq", db=meta) is not None or txn.stat(self.db["hostid"])["entries"] > 0 \
-                or txn.get(b"hosts") is not None  # layouts 1 and 2 had a "hosts" database
+            used = txn.get(b"seq", db=meta) is not None or txn.stat(self.db["hostid"])["entries"] > 0
         if v is None and not used:
             with self.env.begin(write=True) as txn:
                 txn.put(b"layout", hq.u64(hq.LAYOUT), overwrite=False, db=meta)
@@ -245,7 +243,7 @@ class Frontier:
         fp = fingerprint(url)
         with self.env.begin() as txn:
             hid = txn.get(name.encode(), db=self.db["hostid"])
-            v = txn.get(hq.known_key(hq.from_hid(hid), fp), db=self.db["queue"]) if hid else None
+            v = txn.get(hq.known_key(hq.from_hid(hid), fp), db=self.db["known"]) if hid else None
             if not v:
                 return None
             state = hq.decode_known(v)[0]

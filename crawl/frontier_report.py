@@ -57,8 +57,8 @@ def stats(fr: Frontier, now: float) -> dict[str, Any]:
                 scheduled += 1
                 ready += t_ms <= now_ms
         parked = hosts_with_urls = 0
-        for hid in txn.cursor(db=db["hostid"]).iternext(keys=False):
-            h = hq.decode_host(txn.get(hid, db=db["queue"]))
+        for _, value in txn.cursor(db=db["hosts"]):
+            h = hq.decode_host(value)
             parked += h.parked_until > now
             hosts_with_urls += h.queued > 0 or h.lease != 0
         raw = txn.get(b"idle", db=db["meta"])
@@ -68,7 +68,7 @@ def stats(fr: Frontier, now: float) -> dict[str, Any]:
             "ready_queued": in_queues,
             "delayed": delayed,
             "backlog": in_queues + delayed_due,
-            "hosts": txn.stat(db["hostid"])["entries"],
+            "hosts": txn.stat(db["hosts"])["entries"],
             "hosts_with_urls": hosts_with_urls,
             "hosts_scheduled": scheduled,
             "hosts_ready": ready,
@@ -99,15 +99,15 @@ def dump(fr: Frontier, host: str, now: float, limit: int = 1000) -> dict[str, An
         if v is None:
             return {"host": host, "known": False}
         hid = int.from_bytes(v, "big")
-        h = hq.decode_host(txn.get(hq.hid_key(hid), db=db["queue"]))
+        h = hq.decode_host(txn.get(hq.hid_key(hid), db=db["hosts"]))
         out: dict[str, Any] = {"known": True, **h.as_dict()}
         out["ready_now"] = h.lease == 0 and max(h.next_allowed, h.parked_until) <= now
         queue = []
         cur = txn.cursor(db=db["queue"])
         prefix = hq.hid_key(hid)
-        if cur.set_range(prefix + b"\0"):
+        if cur.set_range(prefix):
             for key, value in cur:
-                if not hq.is_block(key, prefix) or len(queue) >= limit:
+                if key[:4] != prefix or len(queue) >= limit:
                     break
                 _, prio, _ = hq.unpack_queue_key(key)
                 for item in hq.block_entries(value):

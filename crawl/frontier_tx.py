@@ -63,11 +63,8 @@ class Tx(IpSlots):
         self.fr, self.cfg, self.txn, self.now = fr, fr.cfg, txn, now
         self.now_ms = hq.ms_down(now)
         d = fr.db
-        # Host states, queue blocks and known URLs share the per-host key ranges
-        # of one database (crawl/hostqueue.py); three names say which is meant.
-        self.dq = self.dh = self.dk = d["queue"]
-        self.dd, self.ds = d["delayed"], d["sched"]
-        self.dl, self.ddl, self.dm = d["leases"], d["deadlines"], d["meta"]
+        self.dq, self.dd, self.ds, self.dh = d["queue"], d["delayed"], d["sched"], d["hosts"]
+        self.dl, self.ddl, self.dk, self.dm = d["leases"], d["deadlines"], d["known"], d["meta"]
         self.dip, self.dipw, self.dhid = d["ips"], d["ipwait"], d["hostid"]
         self.hosts: dict[int, HostState] = {}
         self.dirty: set[int] = set()
@@ -369,7 +366,7 @@ class Tx(IpSlots):
             return None
         cur = self.qcur
         prefix = hq.hid_key(hid)
-        if not (cur.set_range(prefix + b"\0") and hq.is_block(cur.key(), prefix)):
+        if not (cur.set_range(prefix) and cur.key()[:4] == prefix):
             h.head = hq.NO_HEAD  # cannot happen while head says otherwise; heal
             return None
         key = cur.key()
@@ -379,7 +376,7 @@ class Tx(IpSlots):
         else:  # the block is used up: the next one (if this host's) has the new head
             cur.delete()
             nxt = cur.key()
-            h.head = nxt[4] if hq.is_block(nxt, prefix) else hq.NO_HEAD
+            h.head = nxt[4] if nxt[:4] == prefix else hq.NO_HEAD
         entry = hq.decode_entry(first, h.name)
         attempts = entry.attempts + 1
         lease_id = self.take("lease")

@@ -19,23 +19,11 @@ from typing import Any
 
 import orjson
 
-# The layout's version, kept in ``meta`` under b"layout". 1 (no such key) kept
-# host states and known URLs in databases of their own, known URLs keyed by
-# fingerprint alone; 2 keyed them by host id first. A frontier of another
-# layout is refused, not converted (a crawl directory belongs to one crawl;
-# crawl/frontier.py says what to do).
-LAYOUT = 3
-
-# --- one key range per host ---------------------------------------------------
-# The ``queue`` database holds everything about a host under its 4-byte id,
-# so a lease or a completion reads and dirties one neighbourhood of pages
-# (usually one page for a host with a few URLs), wherever the host is:
-#
-#   host id                         -> HostState          (sorts first)
-#   host id, priority 0..9, seq     -> a block of queued URLs
-#   host id, KNOWN, fingerprint     -> known state of one URL (sorts last)
-
-KNOWN = 0xFF  # the tag byte of a known-URL key; queue blocks have a priority (<= 9) there
+# The layout's version, kept in ``meta`` under b"layout". 1 (no such key) keyed
+# known URLs by fingerprint alone and had no head/tail fields in host state;
+# a frontier of another layout is refused, not converted (a crawl directory
+# belongs to one crawl; crawl/frontier.py says what to do).
+LAYOUT = 2
 
 # --- keys --------------------------------------------------------------------
 
@@ -233,26 +221,22 @@ def decode_lease(value: bytes) -> Lease:
 
 
 # --- known URLs --------------------------------------------------------------
-# (host id, KNOWN, fingerprint) -> state, cycle, last outcome code: the add
-# no-op and the "completed URL is never leased again in the same cycle" rule.
-# In the host's own key range, so marking a URL done dirties a page the
-# completion touches anyway (the host state), not one random page per URL
-# (1,000 random updates cost ~3 us each plus ~5-10 us each at the fsynced
-# commit; clustered ones ~2 us in all).
+# (host id, fingerprint) -> state, cycle, last outcome code: the add no-op and
+# the "completed URL is never leased again in the same cycle" rule. Keyed by
+# host first so the entries of one host share pages: a batch of leases or
+# adds (host ids are handed out in order of arrival, and a page's links
+# mostly share its host) dirties a few neighbouring pages, not one random
+# page per URL (1,000 random updates cost ~3 us each plus ~10 us each at the
+# fsynced commit; clustered ones ~1 us in all).
 
 QUEUED, LEASED, DONE, DROPPED = 1, 2, 3, 4
 STATE_NAMES = {QUEUED: "queued", LEASED: "leased", DONE: "done", DROPPED: "dropped"}
 _KVAL = struct.Struct("<BHB")  # state, cycle (mod 65536), outcome code
-_KKEY = struct.Struct(">IBQ")  # host id, KNOWN, fingerprint
+_KKEY = struct.Struct(">IQ")  # host id, fingerprint
 
 
 def known_key(hid: int, fp: int) -> bytes:
-    return _KKEY.pack(hid, KNOWN, fp)
-
-
-def is_block(key: bytes, prefix: bytes) -> bool:
-    """Whether ``key`` is a queue block of the host whose id key is ``prefix``."""
-    return len(key) == 13 and key[:4] == prefix and key[4] != KNOWN
+    return _KKEY.pack(hid, fp)
 
 
 def known_value(state: int, cycle: int, outcome: int = 0) -> bytes:
