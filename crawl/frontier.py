@@ -44,11 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from . import hostqueue as hq
+from .errors import StateError
 from .frontier_tx import Tx, _get_int, fingerprint, lease_name
 from .maptrim import MapTrimmer
 from .politeness import DEFAULT, Politeness, host_of
 from .records import Record
-from .errors import StateError
 from .state import close_env, open_env
 
 __all__ = ["Frontier", "fingerprint", "lease_name"]

@@ -57,8 +57,10 @@ def stats(fr: Frontier, now: float) -> dict[str, Any]:
                 scheduled += 1
                 ready += t_ms <= now_ms
         parked = hosts_with_urls = 0
-        for _, value in txn.cursor(db=db["hosts"]):
+        for i, value in enumerate(txn.cursor(db=db["hosts"]).iternext(keys=False)):
             h = hq.decode_host(value)
+            if not i % 1000:  # a full scan: keep the map's resident pages within budget
+                fr.trimmer.maybe_trim()
             parked += h.parked_until > now
             hosts_with_urls += h.queued > 0 or h.lease != 0
         raw = txn.get(b"idle", db=db["meta"])

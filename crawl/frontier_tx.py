@@ -160,8 +160,8 @@ class Tx(IpSlots):
         else:
             self.schedule(hid, h, h.head)
 
-    def tail_block(self, hid: int, h: HostState, prio: int) -> tuple[bytes | None, bytes | None]:
-        """(key, value) of the last block of the host's queue at ``prio``, or (None, None)."""
+    def tail_block(self, hid: int, h: HostState, prio: int) -> tuple[bytes, bytes] | None:
+        """(key, value) of the last block of the host's queue at ``prio``, or None."""
         if h.tail_prio == prio:  # the block the last add used (see HostState)
             key = hq.queue_key(hid, prio, h.tail_seq)
             block = self.txn.get(key, db=self.dq)
@@ -174,13 +174,14 @@ class Tx(IpSlots):
             key = cur.key()
             if key[:5] == hq.queue_key(hid, prio, 0)[:5]:
                 return key, cur.value()
-        return None, None
+        return None
 
     def append(self, hid: int, h: HostState, prio: int, items: list[bytes]) -> None:
         """Append block items (in order) to the tail of the host's queue at ``prio``."""
-        key, block = self.tail_block(hid, h, prio)
+        tail = self.tail_block(hid, h, prio)
         i, n = 0, len(items)
-        if key is not None:
+        if tail is not None:
+            key, block = tail
             size, grown = len(block), [block]
             while i < n and size + len(items[i]) <= hq.BLOCK:
                 grown.append(items[i])
@@ -322,7 +323,7 @@ class Tx(IpSlots):
         deadline_ms = hq.ms_up(deadline)  # every lease of this call has the same deadline
         for prio in range(MAX_PRIORITY + 1):
             while len(out) < n:
-                batch = []
+                batch: list[tuple[bytes, int]] = []
                 if cur.set_range(bytes([prio])):
                     for key in cur.iternext(values=False):
                         p, t_ms, hid = unpack(key)

@@ -145,7 +145,10 @@ def entry_counts(value: bytes) -> tuple[int, int]:
     return value[1], value[2]
 
 
-def with_counts(value: bytes, attempts: int, fails: int, _pack: Any = struct.Struct("<BB").pack) -> bytes:
+_COUNTS = struct.Struct("<BB")  # attempts, failures: bytes 1 and 2 of an entry
+
+
+def with_counts(value: bytes, attempts: int, fails: int, _pack: Any = _COUNTS.pack) -> bytes:
     """A stored entry with its attempt and failure counts replaced (no re-encoding)."""
     return value[:1] + _pack(attempts if attempts < 255 else 255, fails if fails < 255 else 255) + value[3:]
 
