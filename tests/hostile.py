@@ -30,6 +30,18 @@ ROBOTS_HOSTS = {
 }
 
 
+def read_head(sock: socket.socket, buf: bytes) -> tuple[bytes, bytes] | None:
+    """The next request head on ``sock`` (``buf``: bytes already read) and what follows
+    it, or None when the client hung up first."""
+    while b"\r\n\r\n" not in buf:
+        data = sock.recv(65536)
+        if not data:
+            return None
+        buf += data
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    return head, rest
+
+
 @dataclass
 class State:
     """What the server saw, and switches a test can flip."""
@@ -75,12 +87,10 @@ class Handler(socketserver.BaseRequestHandler):
         buf = b""
         try:
             while True:
-                while b"\r\n\r\n" not in buf:
-                    data = sock.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                head, _, buf = buf.partition(b"\r\n\r\n")
+                got = read_head(sock, buf)
+                if got is None:
+                    return
+                head, buf = got
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
                 hdrs = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}

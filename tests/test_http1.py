@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 import trustme
+from hostile import read_head
 
 from crawl.dns import AddressPolicy, Resolver
 from crawl.exchange import Exchange, Limits, exchange
@@ -74,12 +75,10 @@ class Scripted:
                 return
         with conn:
             for answer in script:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                head, _, buf = buf.partition(b"\r\n\r\n")
+                got = read_head(conn, buf)
+                if got is None:
+                    return
+                head, buf = got
                 self.requests.append(head)
                 if answer is CLOSE:
                     return
