@@ -96,7 +96,9 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     library functions as the separate commands and a durable spool between
     fetching and parsing, so a crash anywhere loses nothing. Running the same
     command again on the same --dir resumes where it stopped; seeds already
-    seen are not added twice.
+    seen are not added twice. Fetching never runs more than 1,000 results
+    ahead of parsing (leasing pauses until the parse side catches up), so
+    links reach the frontier promptly and a --duration run ends on time.
 
     Ctrl-C or SIGTERM stops leasing, lets in-flight fetches finish (a few
     seconds), commits and exits 0; a second Ctrl-C stops at once. Progress
