@@ -102,9 +102,10 @@ def warc_date(ts: float) -> str:
     us = round((ts - sec) * 1e6)
     if us == 1_000_000:
         sec, us = sec + 1, 0
-    if _second[0] != sec:  # one strftime per second, not per record
-        _second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
-    return f"{_second[1]}.{us:06d}Z"
+    cached = _second  # one read: writer threads may replace it meanwhile
+    if cached[0] != sec:  # one strftime per second, not per record
+        cached = _second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    return f"{cached[1]}.{us:06d}Z"
 
 
 def http_block(first_line: str, headers: list[tuple[str, str]]) -> StatusAndHeaders:
