@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,8 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     links reach the frontier promptly and a --duration run ends on time.
 
     Ctrl-C or SIGTERM stops leasing, lets in-flight fetches finish (a few
-    seconds), commits and exits 0; a second Ctrl-C stops at once. Progress
+    seconds), commits and exits 0 (also while seeds are still being
+    admitted); a second Ctrl-C stops at once. Progress
     goes to stderr; `crawl stats --dir D` shows it from another terminal.
     Exit status: 0 finished, stopped by a budget or by a signal; 1 error;
     2 usage error.
@@ -111,6 +113,9 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         crawl run --dir D https://example.com/ --scope host --deny '/calendar/'
         crawl run --dir D --config nightly.toml     # flags win over the file
     """
+    early = _EarlySignals()
+    signal.signal(signal.SIGINT, early)
+    signal.signal(signal.SIGTERM, early)
     _apply_config(ctx, config_file)
     kw = {k: ctx.params[k] for k in kw}
     urls = list(seeds)
@@ -132,13 +137,14 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     cdir = CrawlDir(crawl_dir)
     cdir.root.mkdir(parents=True, exist_ok=True)
     crawl = Crawl(cdir, opts)
+    early.attach(crawl)
     from ..io import Report
 
     report = Report("run")
     display = make_display(kw["progress"], kw["interval"])
     try:
         _remember_seeds(crawl, urls)
-        if not urls and crawl.finished():
+        if not urls and crawl.finished() and not crawl.stopping:
             raise UsageError("nothing to crawl: give seed URLs (arguments or --seeds FILE)")
         import trio
 
@@ -162,7 +168,11 @@ def _read_seeds(path: Path) -> list[str]:
 
 
 def _remember_seeds(crawl: Crawl, urls: list[str]) -> None:
-    """Seeds define the scope on every run, so they are kept in the crawl dir."""
+    """Seeds define the scope on every run, so they are kept in the crawl dir.
+
+    They are admitted in chunks, so a signal during a long seed list stops it
+    within a chunk; the next run admits the rest (admission is idempotent).
+    """
     path = crawl.cdir.root / "seeds.txt"
     old = path.read_text().split() if path.exists() else []
     new = [u for u in urls if u not in set(old)]
@@ -170,6 +180,34 @@ def _remember_seeds(crawl: Crawl, urls: list[str]) -> None:
         with path.open("a") as f:
             f.write("".join(u + "\n" for u in new))
     crawl.opts.scope.add_seeds(old)
-    if urls:
-        crawl.seed(urls)
+    for lo in range(0, len(urls), _SEED_CHUNK):
+        if crawl.stopping:
+            break
+        crawl.seed(urls[lo:lo + _SEED_CHUNK])
+
+
+_SEED_CHUNK = 10_000
+
+
+class _EarlySignals:
+    """Ctrl-C or SIGTERM before the loop's own signal watcher is up (reading the
+    config, opening the crawl dir, admitting seeds): the first one makes the run
+    stop cleanly, as it would later (nothing leased, exit 0); a second stops at
+    once. The loop's watcher takes over while it runs (trio puts this back after)."""
+
+    def __init__(self) -> None:
+        self.crawl: Crawl | None = None
+        self.got: str | None = None
+
+    def attach(self, crawl: Crawl) -> None:
+        self.crawl = crawl
+        if self.got:
+            crawl.stopping = f"signal {self.got}"
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.got:
+            raise KeyboardInterrupt
+        self.got = signal.Signals(signum).name
+        if self.crawl is not None:
+            self.crawl.stopping = f"signal {self.got}"
 
