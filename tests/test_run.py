@@ -183,21 +183,28 @@ def test_sigkill_resume_gives_the_same_pages(tmp_path: Path) -> None:
         assert sum(got.values()) - len(got) <= kills * 64
 
 
+def sigterm_after(args: list[str], path: Path, settle: float) -> tuple[int, str, str, float]:
+    """Start ``args``; once ``path`` exists and ``settle`` seconds more have passed,
+    SIGTERM it. Returns exit status, stdout, stderr and seconds from signal to exit."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(settle)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err, time.monotonic() - t0
+
+
 def test_sigterm_stops_quickly_commits_and_resumes(tmp_path: Path) -> None:
     with start_testweb(tmp_path / "w", hosts=30, seed=9, pages=8, links=4, mix="plain") as web:
         d = tmp_path / "c"
-        proc = subprocess.Popen(run_args(web, d, "--parse-procs", "1"), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
         # signal once the loop runs (start-up on a loaded machine can take seconds)
-        deadline = time.monotonic() + 60
-        while not (d / "run-status.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(2.0)
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err[-2000:]
-        assert time.monotonic() - t0 < 15
+        rc, out, err, took = sigterm_after(run_args(web, d, "--parse-procs", "1"),
+                                           d / "run-status.json", settle=2.0)
+        assert rc == 0, err[-2000:]
+        assert took < 15
         assert "signal SIGTERM" in err
         before = set(stored(d))
         crawl(web, d)
@@ -219,16 +226,9 @@ def test_sigterm_while_seeding_stops_cleanly(tmp_path: Path) -> None:
     d = tmp_path / "c"
     args = [*CRAWL, "run", "--dir", str(d), "--seeds", str(seeds), "--resolve-file", str(hosts),
             "--scope", "any", "--progress", "none", "--json"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not d.exists() and time.monotonic() < deadline:  # the handler is in place before the dir
-        time.sleep(0.02)
-    time.sleep(0.3)
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err[-2000:]
-    assert time.monotonic() - t0 < 30
+    rc, out, err, took = sigterm_after(args, d, settle=0.3)  # the handler is in place before the dir
+    assert rc == 0, err[-2000:]
+    assert took < 30
     final = orjson.loads(out.splitlines()[-1])
     assert final["stopping"] == "signal SIGTERM" and final["fetched"] == 0
     from crawl.frontier import Frontier
