@@ -35,7 +35,6 @@ import trio
 from .http1 import (
     ConnectError,
     ConnectTimeout,
-    ProtocolError,
     Response,
     WireError,
     request_head,
@@ -182,8 +181,6 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return "timeout", f"connect timeout: {text}"
     if isinstance(exc, ConnectError):
         return ("dns-error" if text.startswith("dns: ") else "connect-error"), text
-    if isinstance(exc, ProtocolError) and "too long" in text:
-        return "protocol-error", f"response headers too large: {text}"
     return "protocol-error", f"{type(exc).__name__}: {text}"
 
 

@@ -201,7 +201,7 @@ class Response:
             else:  # trailers are buffered by the parser like a head, and capped like one
                 self._quiet += len(data)
                 if self._quiet > MAX_HEAD:
-                    raise ProtocolError(f"chunk framing or trailers too long: over {MAX_HEAD} bytes "
+                    raise ProtocolError(f"chunk framing or trailers too large: over {MAX_HEAD} bytes "
                                         "without a body byte")
 
     @property
@@ -268,7 +268,7 @@ class Connection:
             seen += len(data)
             resp._feed(data)
             if not resp._head_done and seen > MAX_HEAD:
-                raise ProtocolError(f"response head too long: over {MAX_HEAD} bytes without its end")
+                raise ProtocolError(f"response head too large: over {MAX_HEAD} bytes without its end")
         return resp
 
     def finished(self, resp: Response) -> None:
