@@ -39,12 +39,10 @@ from .errors import CrawlError
 from .records import Record
 from .simhash import (
     SimhashIndex,
-    block_hashes,
     hamming,
+    hash_texts,
     shingle_hashes,
-    simhash_of_hashes,
     simhashes,
-    word_hashes_many,
 )
 from .state import close_env, open_env
 from .store import sha1_text
@@ -56,7 +54,7 @@ REPEATED_BLOCK_PAGES = 5  # a block on this many original pages of a host is boi
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "")
 _ONE_PAGE = (1).to_bytes(4, "big")
 # pages hashed together: numpy's per-call cost is shared (8 long articles, 32 short pages)
-_HASH_GROUP, _HASH_BYTES = 32, 256 << 10
+_HASH_GROUP, _HASH_BYTES = 32, 96 << 10
 
 # body reader: record -> (body, content_type), or raises CrawlError
 Bodies = Callable[[Record], tuple[bytes, str]]
@@ -134,42 +132,28 @@ class Fingerprint:
         elif hashes is self.hashes and self.whole is not None:
             self.simhash = self.whole
         else:
-            self.simhash = simhash_of_hashes(shingle_hashes(hashes))
+            self.simhash = simhashes(hashes, [(0, hashes.size)])[0]
 
 
 _NO_WORDS = np.zeros(0, dtype=np.uint64)
 
 
 def hash_all(fps: Sequence[Fingerprint]) -> None:
-    """Hash the words of every fingerprint in one numpy pass; vote every whole-text simhash in another.
+    """Hash the words of every fingerprint and vote every whole-text simhash, in one pass when compiled.
 
     Sets ``hashes``, ``cuts``, ``block_keys`` and ``whole`` (None below
     MIN_WORDS words) of each.
     """
     if not fps:
         return
-    hashes, cuts = word_hashes_many([fp.text for fp in fps])
-    bounds = [cuts[0][0]]  # every block boundary of the group: a text ends where the next begins
-    for c in cuts:
-        bounds += c[1:]
-    keys = np.empty((len(bounds) - 1, 2), dtype=">u8")  # host, block: 16 bytes a key
-    keys[:, 0] = np.repeat([xxhash.xxh3_64_intdigest(_host(fp.url).encode()) for fp in fps],
-                           [len(c) - 1 for c in cuts])
-    keys[:, 1] = block_hashes(hashes, bounds)
-    raw = keys.tobytes()
-    spans = []
-    b = 0
-    for fp, c in zip(fps, cuts, strict=True):
+    hashes, cuts, keys, wholes = hash_texts(
+        [fp.text for fp in fps], [xxhash.xxh3_64_intdigest(_host(fp.url).encode()) for fp in fps])
+    for fp, c, k, whole in zip(fps, cuts, keys, wholes, strict=True):
         base = c[0]
         fp.hashes = hashes[base:c[-1]]
         fp.cuts = [x - base for x in c]
-        fp.block_keys = [raw[i:i + 16] for i in range(16 * b, 16 * (b + len(c) - 1), 16)]
-        b += len(c) - 1
-        if c[-1] - base >= MIN_WORDS:
-            spans.append((base, c[-1]))
-    wholes = iter(simhashes(hashes, spans))
-    for fp in fps:
-        fp.whole = next(wholes) if fp.hashes.size >= MIN_WORDS else None
+        fp.block_keys = k
+        fp.whole = whole if fp.hashes.size >= MIN_WORDS else None
 
 
 def _hash_group(group: list[Fingerprint]) -> None:

@@ -47,6 +47,8 @@ import lmdb
 import numpy as np
 import xxhash
 
+from . import compiled
+
 BITS = 64
 _M64 = (1 << 64) - 1
 SHINGLE = 4  # words per shingle
@@ -70,6 +72,9 @@ _U_K = [np.uint64(k) for k in _K]
 _LONG = 8 * len(_K)  # longer words (URLs, digests: a few a page) are hashed one by one with xxh3
 _U64 = np.uint64(64)
 _KEEP = np.array([(1 << 8 * i) - 1 for i in range(8)] + [_M64], dtype=np.uint64)  # [i]: the low i bytes
+
+if compiled.built is not None:  # the same numbers in one pass (crawl/_dedupe.c)
+    compiled.built.configure_simhash(*_K, _Q, _C, _P, xxhash.xxh3_64_intdigest)
 
 _CACHE_MAX = 1 << 18  # keep P**i and P**-i for up to 256 K words (4 MB); more get their own
 _pw = _ipw = np.ones(0, dtype=np.uint64)
@@ -160,6 +165,35 @@ def word_hashes_many(texts: Sequence[bytes]) -> tuple[np.ndarray, list[list[int]
             continue
         out.append([s, *cuts[bisect_right(cuts, s):bisect_left(cuts, e)], e])
     return h, out
+
+
+def hash_texts(texts: Sequence[bytes], prefixes: Sequence[int], n: int = SHINGLE
+               ) -> tuple[np.ndarray, list[list[int]], list[list[bytes]], list[int]]:
+    """All that dedupe hashes from a group of texts, in one pass when compiled.
+
+    Returns ``(hashes, cuts, keys, wholes)``: :func:`word_hashes_many`'s
+    word hashes and cuts; for each text, the key of each of its blocks (16
+    bytes: ``prefixes[i]`` and :func:`block_hashes`' hash of the block, both
+    big-endian; dedupe's prefix is the host, so blocks are counted per
+    host); and the simhash of each whole text (:func:`simhashes`; 0 when it
+    has no words).
+    """
+    if compiled.active is not None:
+        raw, cuts, keys, wholes = compiled.active.hash_texts(texts, prefixes, n)
+        return np.frombuffer(raw, dtype=np.uint64), cuts, keys, wholes
+    hashes, cuts = word_hashes_many(texts)
+    bounds = [cuts[0][0]] if cuts else []  # a text's blocks end where the next text's begin
+    for c in cuts:
+        bounds += c[1:]
+    table = np.empty((len(bounds) - 1 if bounds else 0, 2), dtype=">u8")
+    table[:, 0] = np.repeat(np.array(prefixes, dtype=np.uint64), [len(c) - 1 for c in cuts])
+    table[:, 1] = block_hashes(hashes, bounds)
+    raw = table.tobytes()
+    keys, b = [], 0
+    for c in cuts:
+        keys.append([raw[i:i + 16] for i in range(16 * b, 16 * (b + len(c) - 1), 16)])
+        b += len(c) - 1
+    return hashes, cuts, keys, simhashes(hashes, [(c[0], c[-1]) for c in cuts], n)
 
 
 def _load8(words: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -283,6 +317,8 @@ def simhashes(words: np.ndarray, spans: Sequence[tuple[int, int]], n: int = SHIN
     all of them are hashed and voted in one pass; those that straddle two
     spans are left out.
     """
+    if compiled.active is not None:
+        return compiled.active.simhashes(words, spans, n)  # type: ignore[no-any-return]
     if not spans:
         return []
     short = [e - s < n for s, e in spans]

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 from urllib.parse import urljoin
 
-from . import charset
+from . import charset, compiled
 
 BOILERPLATE_TAGS = (
     "script", "style", "noscript", "template", "nav", "header", "footer", "aside",
@@ -83,6 +83,9 @@ _SEPARATOR = {name: _NL for t in BLOCK_TAGS for name in (t.encode(), b"/" + t.en
 _CONTAINERS = [t.encode() for t in BOILERPLATE_TAGS if t not in RAW_TEXT_TAGS and t != "embed"]
 _CONTAINER_TAGS = frozenset(_CONTAINERS + [b"/" + t for t in _CONTAINERS])
 _VOID = frozenset(b"area base br col embed hr img input link meta param source track wbr".split())
+if compiled.built is not None:
+    compiled.built.configure_text([t.encode() for t in RAW_TEXT_TAGS], [t.encode() for t in BLOCK_TAGS],
+                                  _CONTAINERS, sorted(_VOID))
 
 
 @dataclass
@@ -154,6 +157,10 @@ def analyse(body: bytes, encoding: str | None = None, base_url: str | None = Non
     if _looks_binary(body[:1024]):
         return Doc(error="binary content, not HTML")
     page = _utf8(body[:_MAX_BYTES], encoding)
+    if folded and compiled.active is not None:  # the same text in one pass (crawl/_dedupe.c)
+        text, head = compiled.active.visible_folded(page)
+        low = page[:head].lower() if head >= 0 else page.lower()  # all _canonical reads
+        return Doc(raw=_entities(text, True), canonical=_canonical(page, low, base_url))
     if folded:
         marked = page.lower()
     elif _UPPER_TAG_NAME.search(page):
@@ -177,6 +184,11 @@ def _visible(marked: bytes, folded: bool) -> bytes:
     text = b"".join(out)
     if b"\r" in text:  # a parser reads CR LF and a lone CR as LF
         text = text.replace(b"\r\n", _NL).replace(b"\r", _NL)
+    return _entities(text, folded)
+
+
+def _entities(text: bytes, folded: bool) -> bytes:
+    """Character references decoded (and the text folded, when ``folded``)."""
     if b"&" in text:
         s = htmllib.unescape(text.decode("utf-8", "replace"))
         return (_fold_str(s) if folded else s).encode("utf-8", "replace")
@@ -257,7 +269,9 @@ def _canonical(page: bytes, low: bytes, base_url: str | None) -> str | None:
                 attrs.setdefault(a.group(1).lower(), a.group(2) or a.group(3) or a.group(4) or b"")
             href = htmllib.unescape(attrs.get(b"href", b"").decode("utf-8", "replace")).strip()
             if b"canonical" in attrs.get(b"rel", b"").lower().split() and href:
-                return urljoin(base_url, href) if base_url else href
+                if not base_url or href[:8].lower().startswith(("http://", "https://")):
+                    return href  # absolute: urljoin would parse both URLs to hand it back (most pages)
+                return urljoin(base_url, href)
         pos = low.find(b"<link", pos + 5, head)
     return None
 

@@ -1,0 +1,872 @@
+/* The per-byte and per-word loops of `crawl dedupe`, compiled.
+ *
+ * Python defines what is computed; this file computes the same bytes and
+ * numbers in single passes:
+ *
+ *   visible_folded(page)   crawl/text.py's tokenizer regex and boilerplate
+ *                          cut, for the folded (lower-cased) text dedupe hashes;
+ *   hash_texts(texts, prefixes, n) crawl/simhash.py's word hashes, block
+ *                          cuts, block keys and whole-text simhashes;
+ *   simhashes(words, spans, n) the shingle hashes and the bit vote.
+ *
+ * On a text-heavy page (28 KB, 4,000 words) these took most of dedupe's CPU
+ * as a regex plus some fifty numpy passes. The Python versions stay as the
+ * fallback where no C compiler was found at install time, and the tests hold
+ * this file to them (and to the *_slow reference loops) on random input.
+ *
+ * Every constant and tag list comes from Python through configure_*() at
+ * import, so there is one definition of each.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* simhash                                                                   */
+
+static uint64_t K[4], Q, C, P;
+static PyObject *long_hash; /* xxh3_64_intdigest, for words over 32 bytes */
+
+#define ONES 0x0101010101010101ULL
+#define HIGH 0x8080808080808080ULL
+#define LOW7 0x7F7F7F7F7F7F7F7FULL
+
+static inline uint64_t load8(const unsigned char *p)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    x = __builtin_bswap64(x);
+#endif
+    return x;
+}
+
+static const uint64_t KEEP[9] = {0, 0xff, 0xffff, 0xffffff, 0xffffffffULL, 0xffffffffffULL, 0xffffffffffffULL,
+                                  0xffffffffffffffULL, ~0ULL}; /* [n]: the low n bytes */
+
+/* the low n bytes (n <= 8) at p, little-endian, without reading past them */
+static inline uint64_t load_part(const unsigned char *p, Py_ssize_t n)
+{
+    uint64_t x = 0;
+    for (Py_ssize_t i = n - 1; i >= 0; i--)
+        x = x << 8 | p[i];
+    return x;
+}
+
+/* sum(chunk_k * K_k) over the word's 8-byte little-endian chunks, zero past its end
+ * (crawl.simhash.word_hash_slow); xxh3 over 32 bytes. Sets *err on a Python error. */
+static uint64_t word_hash(const unsigned char *p, Py_ssize_t n, Py_ssize_t room, int *err)
+{
+    if (n > 32) {
+        PyObject *w = PyBytes_FromStringAndSize((const char *)p, n);
+        PyObject *r = w ? PyObject_CallOneArg(long_hash, w) : NULL;
+        Py_XDECREF(w);
+        if (!r) {
+            *err = 1;
+            return 0;
+        }
+        uint64_t h = PyLong_AsUnsignedLongLongMask(r);
+        Py_DECREF(r);
+        return h;
+    }
+    if (room >= 32) { /* the usual case, without a branch on the length: read 8, keep n */
+        uint64_t h = (load8(p) & KEEP[n < 8 ? n : 8]) * K[0];
+        h += (load8(p + 8) & KEEP[n < 8 ? 0 : n < 16 ? n - 8 : 8]) * K[1];
+        if (n > 16) {
+            h += (load8(p + 16) & KEEP[n < 24 ? n - 16 : 8]) * K[2];
+            h += (load8(p + 24) & KEEP[n < 24 ? 0 : n - 24]) * K[3];
+        }
+        return h;
+    }
+    uint64_t h = 0;
+    for (int k = 0; n > 0; k++, p += 8, n -= 8)
+        h += load_part(p, n < 8 ? n : 8) * K[k];
+    return h;
+}
+
+/* 8-bit masks of the bytes of x: above 0x20 (part of a word), and equal to '\n' */
+static inline unsigned pack(uint64_t high_bits) { return (unsigned)(((high_bits >> 7) * 0x0102040810204080ULL) >> 56); }
+static inline unsigned word_bytes(uint64_t x) { return pack((((x & LOW7) + 0x5F * ONES) | x) & HIGH); }
+static inline unsigned newline_bytes(uint64_t x)
+{
+    uint64_t y = x ^ (0x0A * ONES);
+    return pack(~(((y & LOW7) + LOW7) | y) & HIGH);
+}
+
+/* bitmaps of a text: bit i of ws/nl says whether byte i is part of a word / a newline.
+ * One word of zero bits past the end, so a scan for a clear bit always stops. */
+typedef struct {
+    uint64_t *ws, *nl;
+    Py_ssize_t words;
+} Bitmaps;
+
+static int bitmaps(const unsigned char *p, Py_ssize_t len, Bitmaps *b)
+{
+    b->words = len / 64 + 2;
+    b->ws = PyMem_Calloc((size_t)b->words * 2, sizeof(uint64_t));
+    if (!b->ws) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->nl = b->ws + b->words;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x = load8(p + i);
+        b->ws[i >> 6] |= (uint64_t)word_bytes(x) << (i & 63);
+        b->nl[i >> 6] |= (uint64_t)newline_bytes(x) << (i & 63);
+    }
+    for (; i < len; i++) {
+        b->ws[i >> 6] |= (uint64_t)(p[i] > 32) << (i & 63);
+        b->nl[i >> 6] |= (uint64_t)(p[i] == '\n') << (i & 63);
+    }
+    return 0;
+}
+
+/* the first bit at or after i that is set in bm (flip: clear); bm ends with a zero word */
+static inline Py_ssize_t next_bit(const uint64_t *bm, Py_ssize_t words, Py_ssize_t i, uint64_t flip)
+{
+    Py_ssize_t w = i >> 6;
+    uint64_t x = (bm[w] ^ flip) & (~0ULL << (i & 63));
+    while (!x) {
+        if (++w >= words)
+            return words * 64;
+        x = bm[w] ^ flip;
+    }
+    return w * 64 + __builtin_ctzll(x);
+}
+
+static inline int any_bit(const uint64_t *bm, Py_ssize_t a, Py_ssize_t b) /* a bit set in [a, b)? */
+{
+    for (; a < b; a = (a | 63) + 1) {
+        uint64_t x = bm[a >> 6] >> (a & 63);
+        Py_ssize_t span = 64 - (a & 63);
+        if (b - a < span)
+            x &= (1ULL << (b - a)) - 1;
+        if (x)
+            return 1;
+    }
+    return 0;
+}
+
+static inline uint64_t mix(uint64_t x)
+{
+    x *= C;
+    return x ^ x >> 32;
+}
+
+static int append_index(PyObject *list, Py_ssize_t i)
+{
+    PyObject *v = PyLong_FromSsize_t(i);
+    int r = v ? PyList_Append(list, v) : -1;
+    Py_XDECREF(v);
+    return r;
+}
+
+static PyObject *configure_simhash(PyObject *self, PyObject *args)
+{
+    PyObject *fn;
+    if (!PyArg_ParseTuple(args, "KKKKKKKO", &K[0], &K[1], &K[2], &K[3], &Q, &C, &P, &fn))
+        return NULL;
+    Py_XSETREF(long_hash, Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
+/* A growing array of uint64 (PyMem: no page-faulting fresh mmap for every call, as a
+ * bytes object sized for the worst case was). */
+typedef struct {
+    uint64_t *v;
+    Py_ssize_t n, cap;
+} U64s;
+
+static int u64s_grow(U64s *a)
+{
+    Py_ssize_t cap = a->cap ? 2 * a->cap : 4096;
+    uint64_t *v = PyMem_Realloc(a->v, (size_t)cap * sizeof(uint64_t));
+    if (!v) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    a->v = v, a->cap = cap;
+    return 0;
+}
+
+static inline int u64s_push(U64s *a, uint64_t x)
+{
+    if (a->n == a->cap && u64s_grow(a) < 0)
+        return -1;
+    a->v[a->n++] = x;
+    return 0;
+}
+
+static uint64_t vote(const uint64_t *w, Py_ssize_t count, Py_ssize_t n);
+
+/* a block's key: the text's 8-byte prefix (dedupe: its host) and the block's hash, both big-endian */
+static PyObject *block_key(uint64_t prefix, uint64_t block)
+{
+    unsigned char k[16];
+    for (int i = 0; i < 8; i++) {
+        k[i] = (unsigned char)(prefix >> (56 - 8 * i));
+        k[8 + i] = (unsigned char)(block >> (56 - 8 * i));
+    }
+    return PyBytes_FromStringAndSize((const char *)k, 16);
+}
+
+static int append_key(PyObject *list, uint64_t prefix, uint64_t block)
+{
+    PyObject *k = block_key(prefix, block);
+    int r = k ? PyList_Append(list, k) : -1;
+    Py_XDECREF(k);
+    return r;
+}
+
+/* hash_texts(texts, prefixes, n) -> (word hashes, cuts, block keys, simhashes): see crawl.simhash.hash_texts */
+static PyObject *hash_texts(PyObject *self, PyObject *args)
+{
+    PyObject *texts, *prefixes;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOn", &texts, &prefixes, &n))
+        return NULL;
+    if (!long_hash) {
+        PyErr_SetString(PyExc_RuntimeError, "crawl._dedupe.configure_simhash() was not called");
+        return NULL;
+    }
+    if (n < 1)
+        return PyErr_Format(PyExc_ValueError, "a shingle needs at least one word, got %zd", n);
+    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of bytes");
+    if (!seq)
+        return NULL;
+    PyObject *pre = PySequence_Fast(prefixes, "prefixes must be a sequence of int");
+    if (!pre) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t ntexts = PySequence_Fast_GET_SIZE(seq);
+    if (PySequence_Fast_GET_SIZE(pre) != ntexts) {
+        Py_DECREF(seq);
+        Py_DECREF(pre);
+        return PyErr_Format(PyExc_ValueError, "%zd texts but %zd prefixes", ntexts, PySequence_Fast_GET_SIZE(pre));
+    }
+    for (Py_ssize_t t = 0; t < ntexts; t++) {
+        PyObject *b = PySequence_Fast_GET_ITEM(seq, t);
+        if (!PyBytes_Check(b)) {
+            Py_DECREF(seq);
+            Py_DECREF(pre);
+            return PyErr_Format(PyExc_TypeError, "texts must be bytes, not %.100s", Py_TYPE(b)->tp_name);
+        }
+    }
+    /* kept from call to call (the GIL is held throughout): fresh memory for every group of pages
+     * cost a page fault per 4 KiB written, more than the hashing */
+    static U64s h = {NULL, 0, 0};
+    h.n = 0;
+    Bitmaps bm = {NULL, NULL, 0};
+    PyObject *cuts = PyList_New(ntexts), *keys = PyList_New(ntexts), *wholes = PyList_New(ntexts), *hashes = NULL;
+    if (!cuts || !keys || !wholes)
+        goto fail;
+    int err = 0;
+    for (Py_ssize_t t = 0; t < ntexts; t++) {
+        PyObject *b = PySequence_Fast_GET_ITEM(seq, t);
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(b);
+        Py_ssize_t len = PyBytes_GET_SIZE(b);
+        uint64_t prefix = PyLong_AsUnsignedLongLongMask(PySequence_Fast_GET_ITEM(pre, t));
+        if (prefix == (uint64_t)-1 && PyErr_Occurred())
+            goto fail;
+        PyObject *c = PyList_New(0), *k = PyList_New(0);
+        if (!c || !k) {
+            Py_XDECREF(c);
+            Py_XDECREF(k);
+            goto fail;
+        }
+        PyList_SET_ITEM(cuts, t, c);
+        PyList_SET_ITEM(keys, t, k);
+        if (append_index(c, h.n) < 0 || bitmaps(p, len, &bm) < 0)
+            goto fail;
+        Py_ssize_t first = h.n, block = h.n, prev_end = 0, i = 0;
+        uint64_t acc = 0, pw = 1; /* the block's sum(h_k * P**k), and P**k for its next word */
+        for (;;) {
+            i = next_bit(bm.ws, bm.words, i, 0);
+            if (i >= len)
+                break;
+            Py_ssize_t end = next_bit(bm.ws, bm.words, i, ~0ULL);
+            if (h.n > first && any_bit(bm.nl, prev_end, i)) { /* a block ends before this word */
+                if (append_key(k, prefix, mix(acc + (uint64_t)(h.n - block))) < 0 || append_index(c, h.n) < 0)
+                    goto fail;
+                acc = 0, pw = 1, block = h.n;
+            }
+            uint64_t x = word_hash(p + i, end - i, len - i, &err);
+            if (err || u64s_push(&h, x) < 0)
+                goto fail;
+            acc += x * pw;
+            pw *= P;
+            prev_end = i = end;
+        }
+        PyMem_Free(bm.ws);
+        bm.ws = NULL;
+        if (h.n > first &&
+            (append_key(k, prefix, mix(acc + (uint64_t)(h.n - block))) < 0 || append_index(c, h.n) < 0))
+            goto fail;
+        PyObject *v = PyLong_FromUnsignedLongLong(vote(h.v + first, h.n - first, n));
+        if (!v)
+            goto fail;
+        PyList_SET_ITEM(wholes, t, v);
+    }
+    hashes = PyBytes_FromStringAndSize((const char *)h.v, h.n * 8);
+    if (h.cap > (1 << 20)) { /* an 8 MB page's worth of words is not kept */
+        PyMem_Free(h.v);
+        h.v = NULL, h.cap = 0;
+    }
+    if (!hashes)
+        goto fail;
+    Py_DECREF(seq);
+    Py_DECREF(pre);
+    return Py_BuildValue("(NNNN)", hashes, cuts, keys, wholes);
+fail:
+    PyMem_Free(bm.ws);
+    Py_DECREF(seq);
+    Py_DECREF(pre);
+    Py_XDECREF(cuts);
+    Py_XDECREF(keys);
+    Py_XDECREF(wholes);
+    return NULL;
+}
+
+/* The simhash of the n-word shingles of w[0:count] (fewer than n words: one shingle of all). */
+static uint64_t vote(const uint64_t *w, Py_ssize_t count, Py_ssize_t n)
+{
+    if (count <= 0)
+        return 0;
+    if (n > count)
+        n = count;
+    Py_ssize_t m = count - n + 1, i = 0;
+    uint64_t total[64] = {0};
+    while (i < m) {
+        /* byte lanes: lane s counts bit 8j + s of each hash in its byte j, 255 hashes at most */
+        uint64_t lane[8] = {0};
+        Py_ssize_t stop = i + 255 < m ? i + 255 : m;
+        for (; i < stop; i++) {
+            uint64_t x = w[i + n - 1];
+            for (Py_ssize_t j = n - 2; j >= 0; j--)
+                x = x * Q + w[i + j];
+            x = mix(x);
+            for (int s = 0; s < 8; s++)
+                lane[s] += (x >> s) & ONES;
+        }
+        for (int s = 0; s < 8; s++)
+            for (int j = 0; j < 8; j++)
+                total[8 * j + s] += lane[s] >> (8 * j) & 0xff;
+    }
+    uint64_t out = 0;
+    for (int bit = 0; bit < 64; bit++)
+        if (2 * total[bit] > (uint64_t)m)
+            out |= 1ULL << bit;
+    return out;
+}
+
+/* simhashes(words, spans, n) -> [simhash of the shingles of words[s:e] for (s, e) in spans] */
+static PyObject *simhashes(PyObject *self, PyObject *args)
+{
+    PyObject *words, *spans, *seq = NULL, *out = NULL;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOn", &words, &spans, &n))
+        return NULL;
+    if (n < 1)
+        return PyErr_Format(PyExc_ValueError, "a shingle needs at least one word, got %zd", n);
+    Py_buffer buf;
+    if (PyObject_GetBuffer(words, &buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    if (buf.itemsize != 8) {
+        PyErr_Format(PyExc_ValueError, "word hashes must be 8 bytes each, got %zd", buf.itemsize);
+        goto fail;
+    }
+    Py_ssize_t total = buf.len / 8;
+    seq = PySequence_Fast(spans, "spans must be a sequence of (start, end)");
+    out = seq ? PyList_New(PySequence_Fast_GET_SIZE(seq)) : NULL;
+    if (!out)
+        goto fail;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
+        Py_ssize_t s, e;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "nn", &s, &e))
+            goto fail;
+        if (s < 0 || e < s || e > total) {
+            PyErr_Format(PyExc_IndexError, "span (%zd, %zd) outside %zd words", s, e, total);
+            goto fail;
+        }
+        PyObject *v = PyLong_FromUnsignedLongLong(vote((const uint64_t *)buf.buf + s, e - s, n));
+        if (!v)
+            goto fail;
+        PyList_SET_ITEM(out, k, v);
+    }
+    Py_DECREF(seq);
+    PyBuffer_Release(&buf);
+    return out;
+fail:
+    Py_XDECREF(seq);
+    Py_XDECREF(out);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* visible text (crawl/text.py: _TOKEN, _visible, _cut, _implied_end)       */
+
+/* A tag name set from Python: lower-case names, looked up by length then bytes. */
+typedef struct {
+    Py_ssize_t n;
+    char **names;
+    Py_ssize_t *lens;
+} NameSet;
+
+static NameSet RAW_TEXT, BLOCK, CONTAINER, VOID;
+
+static void nameset_clear(NameSet *s)
+{
+    for (Py_ssize_t i = 0; i < s->n; i++)
+        PyMem_Free(s->names[i]);
+    PyMem_Free(s->names);
+    PyMem_Free(s->lens);
+    s->n = 0, s->names = NULL, s->lens = NULL;
+}
+
+static int nameset_set(NameSet *s, PyObject *iterable)
+{
+    PyObject *seq = PySequence_Fast(iterable, "tag names must be a sequence of bytes");
+    if (!seq)
+        return -1;
+    nameset_clear(s);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    s->names = PyMem_Calloc((size_t)n + 1, sizeof(char *));
+    s->lens = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    if (!s->names || !s->lens) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyBytes_Check(b)) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "tag names must be bytes");
+            return -1;
+        }
+        s->lens[i] = PyBytes_GET_SIZE(b);
+        s->names[i] = PyMem_Malloc((size_t)s->lens[i] + 1);
+        if (!s->names[i]) {
+            Py_DECREF(seq);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(s->names[i], PyBytes_AS_STRING(b), (size_t)s->lens[i] + 1);
+        s->n = i + 1;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static unsigned char LOWER[256];
+
+static inline int same_lower(const unsigned char *p, const char *name, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (LOWER[p[i]] != (unsigned char)name[i])
+            return 0;
+    return 1;
+}
+
+static int nameset_has(const NameSet *s, const unsigned char *p, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < s->n; i++)
+        if (s->lens[i] == n && same_lower(p, s->names[i], n))
+            return 1;
+    return 0;
+}
+
+static int configured_text;
+
+static PyObject *configure_text(PyObject *self, PyObject *args)
+{
+    PyObject *raw, *block, *container, *isvoid;
+    if (!PyArg_ParseTuple(args, "OOOO", &raw, &block, &container, &isvoid))
+        return NULL;
+    if (nameset_set(&RAW_TEXT, raw) < 0 || nameset_set(&BLOCK, block) < 0 ||
+        nameset_set(&CONTAINER, container) < 0 || nameset_set(&VOID, isvoid) < 0)
+        return NULL;
+    configured_text = 1;
+    Py_RETURN_NONE;
+}
+
+/* a tag name ends before one of these (or at the end of the page) */
+static inline int name_end(const unsigned char *p, Py_ssize_t n, Py_ssize_t j)
+{
+    if (j >= n)
+        return 1;
+    unsigned char c = p[j];
+    return c == '\t' || c == '\n' || c == '\f' || c == '\r' || c == ' ' || c == '/' || c == '>';
+}
+
+/* _VALUE at p[j] == '=': white space, then a quoted value (to its quote or the end).
+ * Where it ends, or -1 when no quote follows (the '=' is then an ordinary byte). */
+static Py_ssize_t quoted_value(const unsigned char *p, Py_ssize_t n, Py_ssize_t j)
+{
+    Py_ssize_t k = j + 1;
+    while (k < n && (p[k] == '\t' || p[k] == '\n' || p[k] == '\f' || p[k] == '\r' || p[k] == ' '))
+        k++;
+    if (k >= n || (p[k] != '"' && p[k] != '\''))
+        return -1;
+    const unsigned char *q = memchr(p + k + 1, p[k], (size_t)(n - k - 1));
+    return q ? q - p + 1 : n;
+}
+
+/* _REST: attributes up to and past '>' (a quoted value may hold '>'), or the end */
+static Py_ssize_t rest_of_tag(const unsigned char *p, Py_ssize_t n, Py_ssize_t j)
+{
+    while (j < n) {
+        if (p[j] == '>')
+            return j + 1;
+        if (p[j] == '=') {
+            Py_ssize_t v = quoted_value(p, n, j);
+            if (v >= 0) {
+                j = v;
+                continue;
+            }
+        }
+        j++;
+    }
+    return n;
+}
+
+/* past '>' from j, or the end */
+static inline Py_ssize_t past_gt(const unsigned char *p, Py_ssize_t n, Py_ssize_t j)
+{
+    if (j >= n)
+        return n;
+    const unsigned char *q = memchr(p + j, '>', (size_t)(n - j));
+    return q ? q - p + 1 : n;
+}
+
+/* A raw-text element (script, style...) at p[i] == '<': where it ends, or -1 if it is not one */
+static Py_ssize_t raw_text(const unsigned char *p, Py_ssize_t n, Py_ssize_t i)
+{
+    for (Py_ssize_t r = 0; r < RAW_TEXT.n; r++) {
+        const char *name = RAW_TEXT.names[r];
+        Py_ssize_t len = RAW_TEXT.lens[r];
+        if (i + 1 + len > n || !same_lower(p + i + 1, name, len) || !name_end(p, n, i + 1 + len))
+            continue;
+        Py_ssize_t j = rest_of_tag(p, n, i + 1 + len);
+        while (j < n) { /* the first "</name" that a name-ending byte follows */
+            const unsigned char *q = memchr(p + j, '<', (size_t)(n - j));
+            if (!q)
+                break;
+            Py_ssize_t k = q - p;
+            if (k + 2 + len <= n && p[k + 1] == '/' && same_lower(p + k + 2, name, len) && name_end(p, n, k + 2 + len))
+                return past_gt(p, n, k + 2 + len);
+            j = k + 1;
+        }
+        return n;
+    }
+    return -1;
+}
+
+/* A comment at p[i:i+4] == "<!--": where it ends */
+static Py_ssize_t comment(const unsigned char *p, Py_ssize_t n, Py_ssize_t i)
+{
+    Py_ssize_t j = i + 4;
+    if (j < n && p[j] == '>')
+        return j + 1;
+    if (j + 1 < n && p[j] == '-' && p[j + 1] == '>')
+        return j + 2;
+    while (j < n) {
+        const unsigned char *q = memchr(p + j, '-', (size_t)(n - j));
+        if (!q)
+            break;
+        Py_ssize_t k = q - p;
+        if (k + 2 < n && p[k + 1] == '-' && p[k + 2] == '>')
+            return k + 3;
+        if (k + 3 < n && p[k + 1] == '-' && p[k + 2] == '!' && p[k + 3] == '>')
+            return k + 4;
+        j = k + 1;
+    }
+    return n;
+}
+
+typedef struct {
+    Py_ssize_t text_end;  /* the text before this token ends here (it starts where the last token ended) */
+    Py_ssize_t end;       /* and the token ends here */
+    Py_ssize_t id;        /* the tag name's number in this page; -1: comment, raw text, doctype */
+    unsigned char is_end, closes, block, container, isvoid;
+} Token;
+
+/* Tag names numbered per page (so nesting counts are arrays): open addressing over (start, len) */
+typedef struct {
+    Py_ssize_t *slot;  /* -1 or an index into start/len */
+    Py_ssize_t *start, *len;
+    Py_ssize_t cap, n;
+} Names;
+
+static uint64_t name_hash(const unsigned char *p, Py_ssize_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ LOWER[p[i]]) * 1099511628211ULL;
+    return h;
+}
+
+static Py_ssize_t intern_name(Names *t, const unsigned char *page, Py_ssize_t start, Py_ssize_t len)
+{
+    if (2 * (t->n + 1) > t->cap) { /* grow: rehash into twice the slots */
+        Py_ssize_t cap = t->cap ? 2 * t->cap : 64;
+        Py_ssize_t *slot = PyMem_Malloc((size_t)cap * sizeof(Py_ssize_t));
+        Py_ssize_t *st = PyMem_Realloc(t->start, (size_t)cap * sizeof(Py_ssize_t));
+        if (st)
+            t->start = st;
+        Py_ssize_t *ln = PyMem_Realloc(t->len, (size_t)cap * sizeof(Py_ssize_t));
+        if (ln)
+            t->len = ln;
+        if (!slot || !st || !ln) {
+            PyMem_Free(slot);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t s = 0; s < cap; s++)
+            slot[s] = -1;
+        for (Py_ssize_t k = 0; k < t->n; k++) {
+            Py_ssize_t s = (Py_ssize_t)(name_hash(page + t->start[k], t->len[k]) & (uint64_t)(cap - 1));
+            while (slot[s] >= 0)
+                s = (s + 1) & (cap - 1);
+            slot[s] = k;
+        }
+        PyMem_Free(t->slot);
+        t->slot = slot, t->cap = cap;
+    }
+    Py_ssize_t s = (Py_ssize_t)(name_hash(page + start, len) & (uint64_t)(t->cap - 1));
+    for (; t->slot[s] >= 0; s = (s + 1) & (t->cap - 1)) {
+        Py_ssize_t k = t->slot[s];
+        if (t->len[k] == len) {
+            Py_ssize_t i = 0;
+            while (i < len && LOWER[page[t->start[k] + i]] == LOWER[page[start + i]])
+                i++;
+            if (i == len)
+                return k;
+        }
+    }
+    t->slot[s] = t->n, t->start[t->n] = start, t->len[t->n] = len;
+    return t->n++;
+}
+
+/* _implied_end: an element opened at token `start` and never closed ends at the first
+ * end tag of an element opened before it (a parser closes ours there too), or the page's end. */
+static Py_ssize_t implied_end(const Token *tok, Py_ssize_t ntok, Py_ssize_t start, Py_ssize_t *opened, Py_ssize_t nnames)
+{
+    memset(opened, 0, (size_t)nnames * sizeof(Py_ssize_t));
+    for (Py_ssize_t j = start + 1; j < ntok; j++) {
+        const Token *t = &tok[j];
+        if (t->id < 0)
+            continue;
+        if (t->is_end) {
+            if (!opened[t->id])
+                return j;
+            opened[t->id]--;
+        } else if (!t->isvoid && !t->closes) {
+            opened[t->id]++;
+        }
+    }
+    return ntok;
+}
+
+/* visible_folded(page) -> (text, body): the page's visible text lower-cased (ASCII), a newline
+ * at every block tag, boilerplate elements cut, CR LF and CR read as LF; and the offset of the
+ * first "<body" (any case), -1 if none. Entities and non-ASCII space are left to Python. */
+static PyObject *visible_folded(PyObject *self, PyObject *arg)
+{
+    if (!configured_text) {
+        PyErr_SetString(PyExc_RuntimeError, "crawl._dedupe.configure_text() was not called");
+        return NULL;
+    }
+    if (!PyBytes_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "page must be bytes, not %.100s", Py_TYPE(arg)->tp_name);
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), body = -1;
+    Py_ssize_t cap = 256, ntok = 0;
+    Token *tok = PyMem_Malloc((size_t)cap * sizeof(Token));
+    Names names = {NULL, NULL, NULL, 0, 0};
+    Py_ssize_t *marks = NULL, *opened = NULL;
+    unsigned char *drop = NULL;
+    PyObject *out = NULL;
+    if (!tok)
+        goto nomem;
+    Py_ssize_t i = 0;
+    for (;;) { /* _TOKEN.split */
+        const unsigned char *q = i < n ? memchr(p + i, '<', (size_t)(n - i)) : NULL;
+        if (!q)
+            break;
+        Py_ssize_t at = q - p, end, id = -1, name_start = 0, name_len = 0;
+        unsigned char is_end = 0, closes = 0;
+        if ((end = raw_text(p, n, at)) >= 0) {
+        } else if (at + 4 <= n && p[at + 1] == '!' && p[at + 2] == '-' && p[at + 3] == '-') {
+            end = comment(p, n, at);
+        } else {
+            Py_ssize_t j = at + 1;
+            is_end = j < n && p[j] == '/';
+            j += is_end;
+            if (j < n && LOWER[p[j]] >= 'a' && LOWER[p[j]] <= 'z') { /* a tag */
+                name_start = j;
+                while (!name_end(p, n, j))
+                    j++;
+                name_len = j - name_start;
+                end = n;
+                while (j < n) {
+                    if (p[j] == '>') {
+                        end = j + 1;
+                        break;
+                    }
+                    if (p[j] == '/') {
+                        if (j + 1 < n && p[j + 1] == '>') {
+                            end = j + 2, closes = 1;
+                            break;
+                        }
+                    } else if (p[j] == '=') {
+                        Py_ssize_t v = quoted_value(p, n, j);
+                        if (v >= 0) {
+                            j = v;
+                            continue;
+                        }
+                    }
+                    j++;
+                }
+                if ((id = intern_name(&names, p, name_start, name_len)) < 0)
+                    goto fail;
+            } else if (at + 1 < n && (p[at + 1] == '!' || p[at + 1] == '?' || p[at + 1] == '/')) {
+                is_end = 0;
+                end = past_gt(p, n, at + 2);
+            } else { /* '<' not starting a tag is text */
+                i = at + 1;
+                continue;
+            }
+        }
+        if (ntok + 1 >= cap) {
+            cap *= 2;
+            Token *t = PyMem_Realloc(tok, (size_t)cap * sizeof(Token));
+            if (!t)
+                goto nomem;
+            tok = t;
+        }
+        Token *t = &tok[ntok++];
+        t->text_end = at, t->end = end, t->id = id, t->is_end = id >= 0 && is_end, t->closes = closes;
+        t->block = id >= 0 && nameset_has(&BLOCK, p + name_start, name_len);
+        t->container = id >= 0 && nameset_has(&CONTAINER, p + name_start, name_len);
+        t->isvoid = id >= 0 && nameset_has(&VOID, p + name_start, name_len);
+        i = end;
+    }
+    for (const unsigned char *q = p; (q = memchr(q, '<', (size_t)(n - (q - p)))) != NULL; q++)
+        if (q + 5 <= p + n && same_lower(q + 1, "body", 4)) { /* where the head ends, for the canonical link */
+            body = q - p;
+            break;
+        }
+    /* _cut: drop[o] for o in out-index space: out[2k] is the text before token k, out[2k + 1] its separator */
+    drop = PyMem_Calloc((size_t)(2 * ntok + 1), 1);
+    marks = PyMem_Malloc((size_t)(ntok + 1) * sizeof(Py_ssize_t));
+    opened = PyMem_Malloc((size_t)(names.n + 1) * sizeof(Py_ssize_t));
+    if (!drop || !marks || !opened)
+        goto nomem;
+    Py_ssize_t nm = 0;
+    for (Py_ssize_t k = 0; k < ntok; k++)
+        if (tok[k].container)
+            marks[nm++] = k;
+    for (Py_ssize_t k = 0; k < nm;) {
+        Py_ssize_t start = marks[k++];
+        const Token *s = &tok[start];
+        if (s->is_end || s->closes)
+            continue;
+        int is_form = names.len[s->id] == 4 && same_lower(p + names.start[s->id], "form", 4); /* never nested */
+        Py_ssize_t depth = 1, end, stop;
+        while (k < nm && depth) {
+            const Token *m = &tok[marks[k]];
+            if (m->id == s->id && !m->is_end && !m->closes && !is_form)
+                depth++;
+            else if (m->id == s->id && m->is_end)
+                depth--;
+            k++;
+        }
+        if (depth) {
+            end = implied_end(tok, ntok, start, opened, names.n);
+            Py_ssize_t lo = 0, hi = nm; /* k = bisect_right(marks, end) */
+            while (lo < hi) {
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (marks[mid] <= end)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            k = lo;
+            stop = 2 * end + 1;
+        } else {
+            end = marks[k - 1];
+            stop = 2 * end + 2;
+        }
+        memset(drop + 2 * start + 1, 1, (size_t)(stop - 2 * start - 1));
+    }
+    /* join, lower-cased; CR LF and a lone CR become LF */
+    out = PyBytes_FromStringAndSize(NULL, n + ntok + 1);
+    if (!out)
+        goto fail;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *o0 = o;
+    Py_ssize_t from = 0;
+    for (Py_ssize_t k = 0; k <= ntok; k++) {
+        Py_ssize_t to = k < ntok ? tok[k].text_end : n;
+        if (!drop[2 * k])
+            for (Py_ssize_t j = from; j < to; j++)
+                *o++ = LOWER[p[j]];
+        if (k < ntok) {
+            if (!drop[2 * k + 1] && tok[k].block)
+                *o++ = '\n';
+            from = tok[k].end;
+        }
+    }
+    Py_ssize_t len = o - o0, w = 0;
+    if (memchr(o0, '\r', (size_t)len)) {
+        for (Py_ssize_t r = 0; r < len; r++) {
+            if (o0[r] == '\r') {
+                o0[w++] = '\n';
+                if (r + 1 < len && o0[r + 1] == '\n')
+                    r++;
+            } else {
+                o0[w++] = o0[r];
+            }
+        }
+        len = w;
+    }
+    PyMem_Free(tok), PyMem_Free(drop), PyMem_Free(marks), PyMem_Free(opened);
+    PyMem_Free(names.slot), PyMem_Free(names.start), PyMem_Free(names.len);
+    if (_PyBytes_Resize(&out, len) < 0)
+        return NULL;
+    return Py_BuildValue("(Nn)", out, body);
+nomem:
+    PyErr_NoMemory();
+fail:
+    PyMem_Free(tok), PyMem_Free(drop), PyMem_Free(marks), PyMem_Free(opened);
+    PyMem_Free(names.slot), PyMem_Free(names.start), PyMem_Free(names.len);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"configure_simhash", configure_simhash, METH_VARARGS,
+     "configure_simhash(k0, k1, k2, k3, q, c, p, long_hash): crawl.simhash's constants"},
+    {"configure_text", configure_text, METH_VARARGS,
+     "configure_text(raw_text, block, container, void): crawl.text's tag names (lower-case bytes)"},
+    {"hash_texts", hash_texts, METH_VARARGS, "hash_texts(texts, prefixes, n) -> (word hashes, cuts, block keys, simhashes)"},
+    {"simhashes", simhashes, METH_VARARGS, "simhashes(words, spans, n) -> [simhash per span]"},
+    {"visible_folded", visible_folded, METH_O, "visible_folded(page) -> (folded visible text, offset of <body or -1)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "crawl._dedupe", "Compiled hot loops of crawl dedupe (see crawl/_dedupe.c).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__dedupe(void)
+{
+    for (int c = 0; c < 256; c++)
+        LOWER[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    return PyModule_Create(&module);
+}

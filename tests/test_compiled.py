@@ -1,0 +1,165 @@
+"""crawl/_dedupe.c gives exactly what the Python definitions give.
+
+The compiled loops replace crawl.text's tokenizer and crawl.simhash's numpy
+passes on dedupe's hot path; a fingerprint stored by one must match the
+other's, so each is compared with the Python path (and the textbook loops)
+on the test web's pages, on a table of awkward markup, and on random input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_text import AGREE, DIFFER, _test_web_pages
+
+from crawl import compiled
+from crawl.simhash import (
+    SEPARATORS,
+    block_hash_slow,
+    hash_texts,
+    simhash_text_slow,
+    simhashes,
+    word_hash_slow,
+)
+from crawl.text import analyse
+
+u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+
+
+@contextmanager
+def python_path() -> Iterator[None]:
+    compiled.use(False)
+    try:
+        yield
+    finally:
+        compiled.use(True)
+
+
+def both(fn, *args):  # type: ignore[no-untyped-def]
+    """``fn(*args)`` compiled, then in Python."""
+    assert compiled.use(True), "crawl/_dedupe.c was not built: `pip install -e .` needs a C compiler (gcc)"
+    fast = fn(*args)
+    with python_path():
+        slow = fn(*args)
+    return fast, slow
+
+
+def test_the_compiled_loops_were_built_and_are_used() -> None:
+    assert compiled.built is not None, "crawl/_dedupe.c was not built: `pip install -e .` needs a C compiler (gcc)"
+    assert compiled.active is compiled.built
+    with python_path():
+        assert compiled.active is None
+
+
+def _folded(page: bytes) -> tuple[bytes, str | None, str | None]:
+    doc = analyse(page, None, "http://h.test/dir/", folded=True)
+    return doc.raw, doc.canonical, doc.error
+
+
+def test_visible_text_of_every_test_web_page() -> None:
+    for page in _test_web_pages():
+        fast, slow = both(_folded, page)
+        assert fast == slow
+
+
+def test_visible_text_of_the_snippet_tables() -> None:
+    for page, *_ in AGREE + DIFFER:
+        fast, slow = both(_folded, page)
+        assert fast == slow, page
+
+
+# markup pieces chosen to hit every branch of the tokenizer: raw-text elements and their end
+# tags in any case, comments of every shape, bogus comments, quoted values holding '>',
+# self-closing and nested boilerplate, elements never closed, '<' that starts nothing
+_PIECES = [
+    b"<", b">", b"/", b"/>", b"!", b"?", b"-", b"--", b"=", b'"', b"'", b" ", b"\t", b"\n", b"\r", b"\r\n",
+    b"<!--", b"-->", b"--!>", b"<!-->", b"<!--->", b"<!doctype html>", b"<?xml v?>", b"</ 3>", b"<3", b"< p",
+    b"<script>", b"</script>", b"<SCRIPT type=x>", b"</sCrIpT >", b"<scripts>", b"<style>", b"</style>",
+    b"<title>", b"</title", b"<textarea>", b"</textarea>", b"<noscript>", b"<iframe src='>'>",
+    b"<nav>", b"</nav>", b"<NAV/>", b"<header>", b"</header>", b"<footer>", b"</footer>", b"<form>", b"</form>",
+    b"<aside>", b"</aside>", b"<svg>", b"</svg>", b"<template>", b"</template>", b"<embed>", b"<button>",
+    b"<p>", b"</p>", b"<P class=\"a>b\">", b"<div>", b"</div>", b"<br/>", b"<li>", b"<td>", b"<span>",
+    b"</span>", b"<a href=", b"<a href='x'>", b"</a>", b"<img src=x/>", b"<body>", b"<BODY class=b>",
+    b"<link rel=canonical href=/c>", b"<link rel=\"canonical\" href=\"http://c.test/x\">",
+    b"word", b"Word", b"WORDS", b"&amp;", b"&", b"&eacute;", b"\xc3\xa9", b"\xc2\xa0", b"\xe2\x80\x83", b"\xff",
+]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=60).map(b"".join))
+@settings(max_examples=600, deadline=None)
+def test_visible_text_of_random_markup(page: bytes) -> None:
+    fast, slow = both(_folded, page)
+    assert fast == slow
+
+
+# nesting: boilerplate inside boilerplate, self-closed, never closed, closed by an outer end tag
+_NESTING = [b"<nav>", b"</nav>", b"<nav/>", b"<form>", b"</form>", b"<div>", b"</div>", b"<br>", b"</br>", b"x"]
+_NESTED = [b"<nav><NAV/></nav>x</nav>", b"<form><form></form>x</form>y", b"<div><nav>a</div>b", b"<nav><nav>a</nav>b",
+           b"<nav></div><nav>a</nav>", b"<header><br><img>x</header>y", b"<nav><span/>x</nav>y", b"<nav><br></br>x"]
+
+
+@given(st.one_of(st.sampled_from(_NESTED), st.lists(st.sampled_from(_NESTING), max_size=16).map(b"".join)))
+@settings(max_examples=1500, deadline=None)
+def test_visible_text_of_random_nesting(page: bytes) -> None:
+    fast, slow = both(_folded, page)
+    assert fast == slow
+
+
+_TEXT_BYTES = st.sampled_from([b"a", b"B", b"\xc3", b"\xa9", b"\x80", b"z", b"!", b"9", b"y" * 9, b"x" * 33]
+                              + [bytes([c]) for c in SEPARATORS])
+
+
+def _hashed(texts: list[bytes], prefixes: list[int], n: int) -> tuple[list[int], list[list[int]], list[list[bytes]], list[int]]:
+    hashes, cuts, keys, wholes = hash_texts(texts, prefixes, n)
+    return hashes.tolist(), cuts, keys, wholes
+
+
+@given(st.lists(st.lists(_TEXT_BYTES, max_size=200).map(b"".join), max_size=6), st.data(), st.integers(1, 5))
+@settings(max_examples=300, deadline=None)
+def test_hash_texts_equals_numpy_and_the_textbook_loops(texts: list[bytes], data: st.DataObject, n: int) -> None:
+    prefixes = data.draw(st.lists(u64, min_size=len(texts), max_size=len(texts)))
+    fast, slow = both(_hashed, texts, prefixes, n)
+    assert fast == slow
+    hashes, cuts, keys, wholes = fast
+    for text, c, k, whole, prefix in zip(texts, cuts, keys, wholes, prefixes, strict=True):
+        spaced = text.translate(bytes.maketrans(SEPARATORS.replace(b"\n", b""), b" " * 32))
+        blocks = [line.split() for line in spaced.split(b"\n") if line.split()]
+        assert hashes[c[0]:c[-1]] == [word_hash_slow(w) for b in blocks for w in b]
+        assert k == [prefix.to_bytes(8, "big") + block_hash_slow([word_hash_slow(w) for w in b]).to_bytes(8, "big")
+                     for b in blocks]
+        assert whole == simhash_text_slow(text, n)
+
+
+def test_hash_texts_of_every_test_web_page() -> None:
+    texts = [analyse(page, folded=True).raw for page in _test_web_pages()]
+    for i in range(0, len(texts), 16):
+        group = texts[i:i + 16]
+        fast, slow = both(_hashed, group, list(range(len(group))), 4)
+        assert fast == slow
+
+
+@given(st.lists(u64, max_size=700), st.lists(st.integers(0, 700), max_size=12), st.integers(1, 6))
+@settings(max_examples=200, deadline=None)
+def test_simhashes_equal_numpy(words: list[int], marks: list[int], n: int) -> None:
+    a = np.array(words, dtype=np.uint64)
+    cuts = sorted({m for m in marks if m <= a.size} | {0, a.size})
+    spans = list(zip(cuts, cuts[1:], strict=False))
+    fast, slow = both(simhashes, a, spans, n)
+    assert fast == slow
+
+
+def test_bad_arguments_are_errors_not_crashes() -> None:
+    c = compiled.built
+    assert c is not None
+    for call in (lambda: c.hash_texts([b"a", "str"], [0, 0], 4), lambda: c.hash_texts([b"a"], [], 4),
+                 lambda: c.hash_texts([b"a"], [0], 0), lambda: c.simhashes(np.zeros(3, np.uint64), [(2, 9)], 4),
+                 lambda: c.simhashes(np.zeros(3, np.uint32), [(0, 1)], 4), lambda: c.visible_folded("str")):
+        try:
+            call()
+        except (TypeError, ValueError, IndexError):
+            continue
+        raise AssertionError("no error")
