@@ -45,7 +45,7 @@ from typing import Any
 
 from . import hostqueue as hq
 from .errors import StateError
-from .frontier_tx import Tx, _get_int, fingerprint, lease_name
+from .frontier_tx import Carry, Tx, _get_int, fingerprint, lease_name
 from .maptrim import MapTrimmer
 from .politeness import DEFAULT, Politeness, host_of
 from .records import Record
@@ -90,6 +90,10 @@ class Frontier:
         # host name -> host id of committed hosts: ids are never reused or
         # changed, so the cache stays true whatever other processes do.
         self.hid_cache: dict[str, int] = {}
+        # Host and address states of this process's last committed write
+        # (frontier_tx.Carry): the next transaction reuses them only if no
+        # other one committed in between.
+        self._carry: Carry | None = None
 
     def _check_layout(self) -> None:
         """Stamp a new frontier with this code's layout; refuse one of another layout."""
@@ -109,6 +113,11 @@ class Frontier:
                 f"the frontier in {path} has layout {found}, this version of crawl reads "
                 f"layout {hq.LAYOUT}; finish that crawl with the version that started it, or start "
                 "this one in a new crawl directory (or delete its frontier/ and add the seeds again)")
+
+    def _tx(self, txn: Any, now: float) -> Tx:
+        """A transaction helper for ``txn``, given what the last one left if it may."""
+        carry, self._carry = self._carry, None
+        return Tx(self, txn, now, carry)
 
     def remember_hid(self, name: str, hid: int) -> None:
         if len(self.hid_cache) >= HID_CACHE:
@@ -142,11 +151,12 @@ class Frontier:
             if not chunk:
                 break
             with self.env.begin(write=True) as txn:
-                t = Tx(self, txn, now)
+                t = self._tx(txn, now)
                 for lo in range(0, len(chunk), TRIM_EVERY):
                     t.add_many(chunk[lo : lo + TRIM_EVERY], rejects, counts)
                     self.trimmer.maybe_trim()
                 t.flush()
+            self._carry = t.carry()  # committed
             for name, hid in t.hids.items():  # committed now
                 self.remember_hid(name, hid)
             self.trimmer.maybe_trim()
@@ -159,7 +169,7 @@ class Frontier:
         time has come are moved into their host queues.
         """
         with self.env.begin(write=True) as txn:
-            t = Tx(self, txn, now)
+            t = self._tx(txn, now)
             t.requeue_expired()
             t.promote_due()
             out = t.lease(n, lease_seconds) if n > 0 else []
@@ -168,6 +178,7 @@ class Frontier:
                 out += t.lease(n - len(out), lease_seconds)
             t.observe_idle(n > 0 and not out)
             t.flush()
+        self._carry = t.carry()
         self.trimmer.maybe_trim()
         return out
 
@@ -181,7 +192,7 @@ class Frontier:
         from .frontier_complete import complete_one  # noqa: PLC0415  (it imports frontier_tx)
 
         with self.env.begin(write=True) as txn:
-            t = Tx(self, txn, now)
+            t = self._tx(txn, now)
             t.requeue_expired()
             out = []
             for i, rec in enumerate(recs, 1):
@@ -189,15 +200,17 @@ class Frontier:
                 if not i % TRIM_EVERY:
                     self.trimmer.maybe_trim()
             t.flush()
+        self._carry = t.carry()
         self.trimmer.maybe_trim()
         return out
 
     def requeue_expired(self, now: float) -> int:
         """Return URLs of leases past their deadline to their hosts' queues."""
         with self.env.begin(write=True) as txn:
-            t = Tx(self, txn, now)
+            t = self._tx(txn, now)
             n = t.requeue_expired()
             t.flush()
+        self._carry = t.carry()
         return n
 
     def new_cycle(self) -> int:

@@ -77,7 +77,7 @@ def complete_one(t: Tx, rec: Record) -> Record:
         return _event(t, rec, "frontier.bad-record", error=problem)
     lease_id = _parse_lease(rec["lease"])
     lkey = hq.u64(lease_id) if lease_id is not None else None
-    raw = t.txn.get(lkey, db=t.dl) if lkey is not None else None
+    raw = t.txn.pop(lkey, db=t.dl) if lkey is not None else None  # one search, not a get and a delete
     if raw is None:
         return _event(
             t, rec, "frontier.unknown-lease",
@@ -85,13 +85,13 @@ def complete_one(t: Tx, rec: Record) -> Record:
         )
     lease = hq.decode_lease(raw)
     if fingerprint(rec["url"]) != lease.fp:  # the lease keeps its URL's 64-bit fingerprint
-        leased = hq.decode_entry(lease.entry, t.host(lease.hid).name).url
+        t.txn.put(lkey, raw, db=t.dl)  # changes nothing after all
+        leased = hq.decode_entry(lease.entry, t.read_host(lease.hid).name).url
         return _event(t, rec, "frontier.bad-record",
                       error=f"url does not match lease {rec['lease']} (leased {leased!r})")
     h = t.host(lease.hid)
     attempts, fails = hq.entry_counts(lease.entry)
 
-    t.txn.delete(lkey, db=t.dl)
     t.txn.delete(hq.time_key(hq.ms_up(lease.deadline), lease_id), db=t.ddl)
     cfg, now = t.cfg, t.now
     outcome, status = rec["outcome"], rec.get("status")

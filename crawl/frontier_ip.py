@@ -12,6 +12,10 @@ or 503 from any host on that IP as a signal to back off all of them").
             it rather than one page per address.
 ``ipwait``  address + host id: hosts that were due while their address was full
 
+Address states are cached in the transaction like host states and written
+once each, in key order, by :meth:`IpSlots.flush_ips` (called from
+``Tx.flush``).
+
 A mixin of :class:`crawl.frontier_tx.Tx`, split out only to keep each module
 about one concern.
 """
@@ -24,6 +28,7 @@ from typing import Any
 from . import hostqueue as hq
 
 _IPVAL = struct.Struct("<Id")  # leases in flight, slowed down until
+_NONE = (0, 0.0)  # an address without an entry
 
 
 class IpSlots:
@@ -33,6 +38,10 @@ class IpSlots:
     _waiters: bool | None
     dip: Any
     dipw: Any
+    ips: dict[str, tuple[int, float]]
+    prev_ips: dict[str, tuple[int, float]]
+    dirty_ips: set[str]
+    wrote: bool
 
     def host(self, hid: int) -> hq.HostState:  # provided by Tx
         raise NotImplementedError
@@ -41,17 +50,33 @@ class IpSlots:
         raise NotImplementedError
 
     def ip_state(self, ip: str) -> tuple[int, float]:
-        v = self.txn.get(ip.encode(), db=self.dip)
-        if v is None:
-            return 0, 0.0
-        inflight, slow = _IPVAL.unpack(v)
-        return inflight, slow
+        st = self.ips.get(ip)
+        if st is None:
+            st = self.prev_ips.get(ip)
+            if st is None:
+                v = self.txn.get(ip.encode(), db=self.dip)
+                st = _NONE if v is None else _IPVAL.unpack(v)
+            self.ips[ip] = st
+        return st
 
     def put_ip(self, ip: str, inflight: int, slow_until: float) -> None:
-        if inflight <= 0 and slow_until <= self.now:
-            self.txn.delete(ip.encode(), db=self.dip)
-        else:
-            self.txn.put(ip.encode(), _IPVAL.pack(max(inflight, 0), slow_until), db=self.dip)
+        """Change an address's state; written once per transaction, by :meth:`flush_ips`."""
+        self.ips[ip] = (inflight if inflight > 0 else 0, slow_until)
+        self.dirty_ips.add(ip)
+
+    def flush_ips(self) -> None:
+        now, ips, puts = self.now, self.ips, []
+        for ip in sorted(self.dirty_ips):  # in key order: neighbouring pages
+            inflight, slow = ips[ip]
+            if inflight <= 0 and slow <= now:
+                self.txn.delete(ip.encode(), db=self.dip)
+                ips[ip] = _NONE
+            else:
+                puts.append((ip.encode(), _IPVAL.pack(inflight, slow)))
+        if puts:
+            self.txn.cursor(db=self.dip).putmulti(puts)
+        self.dirty_ips.clear()
+        self.wrote = True
 
     def has_waiters(self) -> bool:
         """Whether any host waits for an address (checked once per transaction)."""

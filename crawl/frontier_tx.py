@@ -9,7 +9,7 @@ crawl/frontier_complete.py for what a fetch result does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import xxhash
@@ -56,10 +56,25 @@ def _get_int(txn: Any, db: Any, key: bytes) -> int:
     return hq.from_u64(v) if v else 0
 
 
+class Carry(NamedTuple):
+    """Host and address states as one of this process's transactions committed them.
+
+    LMDB gives each committed write transaction the next id, so the
+    transaction numbered ``txn_id + 1`` knows that nobody else wrote in
+    between and may take these instead of reading and decoding them again
+    (a lease batch's hosts are exactly the ones its completion needs).
+    Any other id, an abort or an exception, and they are dropped.
+    """
+
+    txn_id: int
+    hosts: dict[int, HostState]
+    ips: dict[str, tuple[int, float]]
+
+
 class Tx(IpSlots):
     """One write transaction: caches host states and counters, writes them once."""
 
-    def __init__(self, fr: Any, txn: Any, now: float) -> None:
+    def __init__(self, fr: Any, txn: Any, now: float, carry: Carry | None = None) -> None:
         self.fr, self.cfg, self.txn, self.now = fr, fr.cfg, txn, now
         self.now_ms = hq.ms_down(now)
         d = fr.db
@@ -68,6 +83,15 @@ class Tx(IpSlots):
         self.dip, self.dipw, self.dhid = d["ips"], d["ipwait"], d["hostid"]
         self.hosts: dict[int, HostState] = {}
         self.dirty: set[int] = set()
+        self.ips: dict[str, tuple[int, float]] = {}  # address -> (in flight, slowed until)
+        self.dirty_ips: set[str] = set()
+        # What this process's previous transaction left, valid only if no
+        # other transaction committed since (see Carry).
+        self.txn_id: int = txn.id()
+        self.prev_hosts: dict[int, HostState] = {}
+        self.prev_ips: dict[str, tuple[int, float]] = {}
+        if carry is not None and carry.txn_id + 1 == self.txn_id:
+            self.prev_hosts, self.prev_ips = carry.hosts, carry.ips
         self.counters: dict[str, int] = {}
         self.qcur = txn.cursor(db=self.dq)  # one queue cursor, repositioned per use
         self.new_leases: list[tuple[bytes, bytes]] = []
@@ -75,6 +99,7 @@ class Tx(IpSlots):
         self.hids: dict[str, int] = {}
         self.delta: dict[str, int] = {}
         self.cycle = _get_int(txn, self.dm, b"cycle")
+        self.wrote = False
         self._waiters: bool | None = None  # any host in ipwait? (frontier_ip.has_waiters)
 
     # ---- small helpers -----------------------------------------------------
@@ -95,9 +120,16 @@ class Tx(IpSlots):
     def host(self, hid: int) -> HostState:
         h = self.hosts.get(hid)
         if h is None:
-            h = hq.decode_host(self.txn.get(hq.hid_key(hid), db=self.dh))
-            self.hosts[hid] = h
+            h = self.read_host(hid)
         self.dirty.add(hid)
+        return h
+
+    def read_host(self, hid: int) -> HostState:
+        """The host's state, cached in this transaction (not marked dirty)."""
+        h = self.prev_hosts.get(hid)
+        if h is None:
+            h = hq.decode_host(self.txn.get(hq.hid_key(hid), db=self.dh))
+        self.hosts[hid] = h
         return h
 
     def host_id(self, name: str) -> int:
@@ -123,12 +155,23 @@ class Tx(IpSlots):
 
     def flush(self) -> None:
         hosts, key = self.hosts, hq.hid_key
-        self.txn.cursor(db=self.dh).putmulti([(key(hid), hosts[hid].encode()) for hid in sorted(self.dirty)])
+        if self.dirty:
+            self.txn.cursor(db=self.dh).putmulti([(key(hid), hosts[hid].encode()) for hid in sorted(self.dirty)])
+        if self.dirty_ips:
+            self.flush_ips()
         for name in self.delta:
             self.txn.put(name.encode(), hq.u64(self.counter(name)), db=self.dm)
+        self.wrote = self.wrote or bool(self.dirty or self.delta)
         self.dirty.clear()
         self.delta.clear()
         self.counters.clear()
+
+    def carry(self) -> Carry | None:
+        """What the next transaction of this process may reuse, once this one
+        has committed: only if it wrote (an empty commit does not take a
+        transaction id, so a later writer's commit could take the id that
+        would vouch for this one)."""
+        return Carry(self.txn_id, self.hosts, self.ips) if self.wrote else None
 
     def set_known(self, hid: int, fp: int, state: int, outcome: int = 0) -> None:
         self.txn.put(hq.known_key(hid, fp), hq.known_value(state, self.cycle, outcome), db=self.dk)
@@ -217,6 +260,7 @@ class Tx(IpSlots):
         recrawl).
         """
         txn, dk, hosts, cap = self.txn, self.dk, self.hosts, self.cfg.host_queue_cap
+        prev_hosts = self.prev_hosts
         queued_v = hq.known_value(hq.QUEUED, self.cycle)
         cycle16 = self.cycle & 0xFFFF
         now, block_item, encode_entry = self.now, hq.block_item, hq.encode_entry
@@ -240,7 +284,10 @@ class Tx(IpSlots):
             fp = fingerprint(url)
             h = hosts.get(hid)
             if h is None:  # read, not yet dirty: a no-op add leaves the host alone
-                h = hosts[hid] = hq.decode_host(txn.get(hq.hid_key(hid), db=self.dh))
+                h = prev_hosts.get(hid)  # see Carry
+                if h is None:
+                    h = hq.decode_host(txn.get(hq.hid_key(hid), db=self.dh))
+                hosts[hid] = h
             kkey = hq.known_key(hid, fp)
             # Mark it queued in one step when it is new (the common case);
             # undone below if the URL is not queued after all.

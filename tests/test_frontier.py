@@ -521,3 +521,40 @@ def test_map_trim_releases_resident_pages_and_keeps_data(tmp_path: Path) -> None
         assert file_backed_bytes() < before - 2_000_000  # type: ignore[operator]
         assert f.stats(T0)["queued"] == 60_000  # still all there
         assert len(f.next(5000, 60, T0)) == 2000
+
+
+def test_a_write_by_another_frontier_between_two_calls_is_seen(tmp_path: Path) -> None:
+    # A Frontier reuses the host and address states its last transaction
+    # committed only if no other transaction committed since (frontier_tx.Carry).
+    a = Frontier(tmp_path / "frontier", Politeness(per_ip=1))
+    b = Frontier(tmp_path / "frontier", Politeness(per_ip=1))  # shares the environment, as another process would
+    try:
+        a.add([url_rec("http://a.test/1"), url_rec("http://a.test/2")], T0)
+        a.complete([fetch(r, ip="10.0.0.1") for r in a.next(5, 60, T0)], T0)
+        [second] = a.next(5, 60, T0 + 5)  # a now remembers a.test leased, 10.0.0.1 with one in flight
+        [ev] = b.complete([fetch(second, ip="10.0.0.1")], T0 + 5)
+        assert ev["disposition"] == "done"
+        a.add([url_rec("http://a.test/3")], T0 + 10)
+        assert [r["url"] for r in a.next(5, 60, T0 + 10)] == ["http://a.test/3"]
+        assert b.stats(T0 + 10)["hosts_waiting_ip"] == 0
+    finally:
+        a.close()
+
+
+def test_a_failed_transaction_leaves_nothing_for_the_next_one(tmp_path: Path) -> None:
+    with make(tmp_path) as f:
+        f.add([url_rec("http://a.test/1"), url_rec("http://a.test/2")], T0)
+        [lease] = f.next(5, 60, T0)
+
+        def results() -> Any:
+            yield fetch(lease)  # applied in memory (host released), then the batch fails
+            raise RuntimeError("input broke")
+
+        with pytest.raises(RuntimeError):
+            f.complete(results(), T0 + 5)
+        assert f.pending() == {"queued": 1, "in_flight": 1}
+        f.add([url_rec("http://a.test/3", priority=0)], T0 + 10)  # a higher priority: a free host is rescheduled
+        assert f.next(5, 60, T0 + 10) == []  # a.test/1 is still in flight: one lease per host
+        [ev] = f.complete([fetch(lease)], T0 + 10)
+        assert ev["disposition"] == "done"
+        assert [r["url"] for r in f.next(5, 60, T0 + 20)] == ["http://a.test/3"]
