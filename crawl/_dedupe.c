@@ -94,48 +94,6 @@ static inline unsigned newline_bytes(uint64_t x)
     return pack(~(((y & LOW7) + LOW7) | y) & HIGH);
 }
 
-/* bitmaps of a text: bit i of ws/nl says whether byte i is part of a word / a newline.
- * One word of zero bits past the end, so a scan for a clear bit always stops. */
-typedef struct {
-    uint64_t *ws, *nl;
-    Py_ssize_t words;
-} Bitmaps;
-
-static int bitmaps(const unsigned char *p, Py_ssize_t len, Bitmaps *b)
-{
-    b->words = len / 64 + 2;
-    b->ws = PyMem_Calloc((size_t)b->words * 2, sizeof(uint64_t));
-    if (!b->ws) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->nl = b->ws + b->words;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t x = load8(p + i);
-        b->ws[i >> 6] |= (uint64_t)word_bytes(x) << (i & 63);
-        b->nl[i >> 6] |= (uint64_t)newline_bytes(x) << (i & 63);
-    }
-    for (; i < len; i++) {
-        b->ws[i >> 6] |= (uint64_t)(p[i] > 32) << (i & 63);
-        b->nl[i >> 6] |= (uint64_t)(p[i] == '\n') << (i & 63);
-    }
-    return 0;
-}
-
-/* the first bit at or after i that is set in bm (flip: clear); bm ends with a zero word */
-static inline Py_ssize_t next_bit(const uint64_t *bm, Py_ssize_t words, Py_ssize_t i, uint64_t flip)
-{
-    Py_ssize_t w = i >> 6;
-    uint64_t x = (bm[w] ^ flip) & (~0ULL << (i & 63));
-    while (!x) {
-        if (++w >= words)
-            return words * 64;
-        x = bm[w] ^ flip;
-    }
-    return w * 64 + __builtin_ctzll(x);
-}
-
 static inline int any_bit(const uint64_t *bm, Py_ssize_t a, Py_ssize_t b) /* a bit set in [a, b)? */
 {
     for (; a < b; a = (a | 63) + 1) {
@@ -147,6 +105,82 @@ static inline int any_bit(const uint64_t *bm, Py_ssize_t a, Py_ssize_t b) /* a b
             return 1;
     }
     return 0;
+}
+
+/* Scratch memory kept from call to call (the GIL is held throughout): fresh memory for every
+ * group of pages cost a page fault per 4 KiB written, more than the hashing itself. */
+typedef struct {
+    void *v;
+    size_t cap; /* bytes */
+} Scratch;
+
+static void *scratch(Scratch *s, size_t bytes)
+{
+    if (!s->v || bytes > s->cap) {
+        size_t cap = bytes < 65536 ? 65536 : bytes + bytes / 2;
+        void *v = PyMem_Realloc(s->v, cap);
+        if (!v) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        s->v = v, s->cap = cap;
+    }
+    return s->v;
+}
+
+static void scratch_trim(Scratch *s) /* an 8 MB page's worth is not kept */
+{
+    if (s->cap > (16u << 20)) {
+        PyMem_Free(s->v);
+        s->v = NULL, s->cap = 0;
+    }
+}
+
+/* The words of p[0:len]: where each starts and ends (end: the separator after it, or len),
+ * and whether a newline comes between it and the word before. Found 64 bytes at a time:
+ * bit masks of word bytes and newlines (SWAR, 8 bytes per step), then a word starts where a
+ * word byte follows a separator and ends where a separator follows a word byte, so each
+ * word costs two bit scans, not a branch per byte. Returns the number of words (at most
+ * len / 2 + 1: w must have room for that many), -1 on error. */
+typedef struct {
+    uint32_t *start, *end;
+    unsigned char *after_newline;
+} Words;
+
+static Scratch bitmap_scratch;
+
+static Py_ssize_t find_words(const unsigned char *p, Py_ssize_t len, Words *w)
+{
+    Py_ssize_t chunks = len / 64 + 1; /* one more than whole chunks: the last word's end is inside */
+    uint64_t *ws = scratch(&bitmap_scratch, (size_t)chunks * 2 * sizeof(uint64_t));
+    if (!ws)
+        return -1;
+    uint64_t *nl = ws + chunks;
+    memset(ws, 0, (size_t)chunks * 2 * sizeof(uint64_t));
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x = load8(p + i);
+        ws[i >> 6] |= (uint64_t)word_bytes(x) << (i & 63);
+        nl[i >> 6] |= (uint64_t)newline_bytes(x) << (i & 63);
+    }
+    for (; i < len; i++) {
+        ws[i >> 6] |= (uint64_t)(p[i] > 32) << (i & 63);
+        nl[i >> 6] |= (uint64_t)(p[i] == '\n') << (i & 63);
+    }
+    Py_ssize_t ns = 0, ne = 0;
+    uint64_t carry = 0; /* the last byte of the previous chunk was a word byte */
+    for (Py_ssize_t c = 0; c < chunks; c++) {
+        uint64_t x = ws[c], before = x << 1 | carry;
+        uint64_t starts = x & ~before, ends = ~x & before;
+        carry = x >> 63;
+        for (; starts; starts &= starts - 1)
+            w->start[ns++] = (uint32_t)(c * 64 + __builtin_ctzll(starts));
+        for (; ends; ends &= ends - 1)
+            w->end[ne++] = (uint32_t)(c * 64 + __builtin_ctzll(ends));
+    }
+    for (Py_ssize_t k = 0; k < ns; k++)
+        w->after_newline[k] = k > 0 && any_bit(nl, w->end[k - 1], w->start[k]);
+    return ns;
 }
 
 static inline uint64_t mix(uint64_t x)
@@ -170,33 +204,6 @@ static PyObject *configure_simhash(PyObject *self, PyObject *args)
         return NULL;
     Py_XSETREF(long_hash, Py_NewRef(fn));
     Py_RETURN_NONE;
-}
-
-/* A growing array of uint64 (PyMem: no page-faulting fresh mmap for every call, as a
- * bytes object sized for the worst case was). */
-typedef struct {
-    uint64_t *v;
-    Py_ssize_t n, cap;
-} U64s;
-
-static int u64s_grow(U64s *a)
-{
-    Py_ssize_t cap = a->cap ? 2 * a->cap : 4096;
-    uint64_t *v = PyMem_Realloc(a->v, (size_t)cap * sizeof(uint64_t));
-    if (!v) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    a->v = v, a->cap = cap;
-    return 0;
-}
-
-static inline int u64s_push(U64s *a, uint64_t x)
-{
-    if (a->n == a->cap && u64s_grow(a) < 0)
-        return -1;
-    a->v[a->n++] = x;
-    return 0;
 }
 
 static uint64_t vote(const uint64_t *w, Py_ssize_t count, Py_ssize_t n);
@@ -255,15 +262,40 @@ static PyObject *hash_texts(PyObject *self, PyObject *args)
             return PyErr_Format(PyExc_TypeError, "texts must be bytes, not %.100s", Py_TYPE(b)->tp_name);
         }
     }
-    /* kept from call to call (the GIL is held throughout): fresh memory for every group of pages
-     * cost a page fault per 4 KiB written, more than the hashing */
-    static U64s h = {NULL, 0, 0};
-    h.n = 0;
-    Bitmaps bm = {NULL, NULL, 0};
+    /* where the words are, for every text first: then the hashes are written straight into
+     * a bytes object of the right size */
+    static Scratch word_scratch;
+    size_t bound = 0;
+    for (Py_ssize_t t = 0; t < ntexts; t++) {
+        Py_ssize_t len = PyBytes_GET_SIZE(PySequence_Fast_GET_ITEM(seq, t));
+        if (len > (Py_ssize_t)UINT32_MAX - 64) {
+            Py_DECREF(seq);
+            Py_DECREF(pre);
+            return PyErr_Format(PyExc_ValueError, "a text of %zd bytes is too long to hash", len);
+        }
+        bound += (size_t)len / 2 + 1;
+    }
+    uint32_t *starts = scratch(&word_scratch, bound * (2 * sizeof(uint32_t) + 1));
     PyObject *cuts = PyList_New(ntexts), *keys = PyList_New(ntexts), *wholes = PyList_New(ntexts), *hashes = NULL;
-    if (!cuts || !keys || !wholes)
+    Py_ssize_t *counts = PyMem_Malloc((size_t)(ntexts + 1) * sizeof(Py_ssize_t));
+    if (!starts || !cuts || !keys || !wholes || !counts)
         goto fail;
+    Words all = {starts, starts + bound, (unsigned char *)(starts + 2 * bound)};
+    Py_ssize_t total = 0;
+    for (Py_ssize_t t = 0; t < ntexts; t++) {
+        PyObject *b = PySequence_Fast_GET_ITEM(seq, t);
+        Words w = {all.start + total, all.end + total, all.after_newline + total};
+        counts[t] = find_words((const unsigned char *)PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), &w);
+        if (counts[t] < 0)
+            goto fail;
+        total += counts[t];
+    }
+    hashes = PyBytes_FromStringAndSize(NULL, total * 8);
+    if (!hashes)
+        goto fail;
+    uint64_t *h = (uint64_t *)PyBytes_AS_STRING(hashes);
     int err = 0;
+    Py_ssize_t nw = 0;
     for (Py_ssize_t t = 0; t < ntexts; t++) {
         PyObject *b = PySequence_Fast_GET_ITEM(seq, t);
         const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(b);
@@ -279,51 +311,43 @@ static PyObject *hash_texts(PyObject *self, PyObject *args)
         }
         PyList_SET_ITEM(cuts, t, c);
         PyList_SET_ITEM(keys, t, k);
-        if (append_index(c, h.n) < 0 || bitmaps(p, len, &bm) < 0)
+        if (append_index(c, nw) < 0)
             goto fail;
-        Py_ssize_t first = h.n, block = h.n, prev_end = 0, i = 0;
+        Py_ssize_t first = nw, block = nw;
         uint64_t acc = 0, pw = 1; /* the block's sum(h_k * P**k), and P**k for its next word */
-        for (;;) {
-            i = next_bit(bm.ws, bm.words, i, 0);
-            if (i >= len)
-                break;
-            Py_ssize_t end = next_bit(bm.ws, bm.words, i, ~0ULL);
-            if (h.n > first && any_bit(bm.nl, prev_end, i)) { /* a block ends before this word */
-                if (append_key(k, prefix, mix(acc + (uint64_t)(h.n - block))) < 0 || append_index(c, h.n) < 0)
+        for (Py_ssize_t i = 0; i < counts[t]; i++, nw++) {
+            if (all.after_newline[nw]) { /* a block ends before this word */
+                if (append_key(k, prefix, mix(acc + (uint64_t)(nw - block))) < 0 || append_index(c, nw) < 0)
                     goto fail;
-                acc = 0, pw = 1, block = h.n;
+                acc = 0, pw = 1, block = nw;
             }
-            uint64_t x = word_hash(p + i, end - i, len - i, &err);
-            if (err || u64s_push(&h, x) < 0)
+            Py_ssize_t at = all.start[nw];
+            uint64_t x = word_hash(p + at, (Py_ssize_t)all.end[nw] - at, len - at, &err);
+            if (err)
                 goto fail;
+            h[nw] = x;
             acc += x * pw;
             pw *= P;
-            prev_end = i = end;
         }
-        PyMem_Free(bm.ws);
-        bm.ws = NULL;
-        if (h.n > first &&
-            (append_key(k, prefix, mix(acc + (uint64_t)(h.n - block))) < 0 || append_index(c, h.n) < 0))
+        if (nw > first &&
+            (append_key(k, prefix, mix(acc + (uint64_t)(nw - block))) < 0 || append_index(c, nw) < 0))
             goto fail;
-        PyObject *v = PyLong_FromUnsignedLongLong(vote(h.v + first, h.n - first, n));
+        PyObject *v = PyLong_FromUnsignedLongLong(vote(h + first, nw - first, n));
         if (!v)
             goto fail;
         PyList_SET_ITEM(wholes, t, v);
     }
-    hashes = PyBytes_FromStringAndSize((const char *)h.v, h.n * 8);
-    if (h.cap > (1 << 20)) { /* an 8 MB page's worth of words is not kept */
-        PyMem_Free(h.v);
-        h.v = NULL, h.cap = 0;
-    }
-    if (!hashes)
-        goto fail;
+    scratch_trim(&word_scratch);
+    scratch_trim(&bitmap_scratch);
+    PyMem_Free(counts);
     Py_DECREF(seq);
     Py_DECREF(pre);
     return Py_BuildValue("(NNNN)", hashes, cuts, keys, wholes);
 fail:
-    PyMem_Free(bm.ws);
+    PyMem_Free(counts);
     Py_DECREF(seq);
     Py_DECREF(pre);
+    Py_XDECREF(hashes);
     Py_XDECREF(cuts);
     Py_XDECREF(keys);
     Py_XDECREF(wholes);
