@@ -726,22 +726,25 @@ static Py_ssize_t intern_name(Names *t, const unsigned char *page, Py_ssize_t st
 
 /* _implied_end: an element opened at token `start` and never closed ends at the first
  * end tag of an element opened before it (a parser closes ours there too), or the page's end. */
-static Py_ssize_t implied_end(const Token *tok, Py_ssize_t ntok, Py_ssize_t start, Py_ssize_t *opened, Py_ssize_t nnames)
+static Py_ssize_t implied_end(const Token *tok, Py_ssize_t ntok, Py_ssize_t start, Py_ssize_t *opened)
 {
-    memset(opened, 0, (size_t)nnames * sizeof(Py_ssize_t));
-    for (Py_ssize_t j = start + 1; j < ntok; j++) {
+    Py_ssize_t j = start + 1;
+    for (; j < ntok; j++) {
         const Token *t = &tok[j];
         if (t->id < 0)
             continue;
         if (t->is_end) {
             if (!opened[t->id])
-                return j;
+                break;
             opened[t->id]--;
         } else if (!t->isvoid && !t->closes) {
             opened[t->id]++;
         }
     }
-    return ntok;
+    for (Py_ssize_t i = start + 1; i < j; i++) /* the counts go back to zero: no clearing of every name */
+        if (tok[i].id >= 0)
+            opened[tok[i].id] = 0;
+    return j;
 }
 
 /* visible_folded(page) -> (text, body): the page's visible text lower-cased (ASCII), a newline
@@ -760,7 +763,7 @@ static PyObject *visible_folded(PyObject *self, PyObject *arg)
     Py_ssize_t cap = 256, ntok = 0;
     Token *tok = PyMem_Malloc((size_t)cap * sizeof(Token));
     Names names = {NULL, NULL, NULL, 0, 0};
-    Py_ssize_t *marks = NULL, *opened = NULL;
+    Py_ssize_t *marks = NULL, *opened = NULL, *closer = NULL, *below = NULL, *top = NULL;
     unsigned char *drop = NULL;
     PyObject *out = NULL;
     if (!tok)
@@ -833,47 +836,65 @@ static PyObject *visible_folded(PyObject *self, PyObject *arg)
             body = q - p;
             break;
         }
-    /* _cut: drop[o] for o in out-index space: out[2k] is the text before token k, out[2k + 1] its separator */
+    /* _cut: drop[o] for o in out-index space: out[2k] is the text before token k, out[2k + 1] its separator.
+     * Each element ends at the end tag that closes it (_closers: a stack per name; a form never
+     * nests), else where a parser would close it; what a cut covers is not looked at again. */
     drop = PyMem_Calloc((size_t)(2 * ntok + 1), 1);
     marks = PyMem_Malloc((size_t)(ntok + 1) * sizeof(Py_ssize_t));
-    opened = PyMem_Malloc((size_t)(names.n + 1) * sizeof(Py_ssize_t));
-    if (!drop || !marks || !opened)
+    closer = PyMem_Malloc((size_t)(ntok + 1) * sizeof(Py_ssize_t));
+    below = PyMem_Malloc((size_t)(ntok + 1) * sizeof(Py_ssize_t));
+    top = PyMem_Malloc((size_t)(names.n + 1) * sizeof(Py_ssize_t));
+    opened = PyMem_Calloc((size_t)(names.n + 1), sizeof(Py_ssize_t));
+    if (!drop || !marks || !closer || !below || !top || !opened)
         goto nomem;
-    Py_ssize_t nm = 0;
-    for (Py_ssize_t k = 0; k < ntok; k++)
-        if (tok[k].container)
-            marks[nm++] = k;
+    Py_ssize_t nm = 0, form = -1;
+    for (Py_ssize_t k = 0; k < names.n; k++) {
+        top[k] = -1;
+        if (names.len[k] == 4 && same_lower(p + names.start[k], "form", 4))
+            form = k;
+    }
+    for (Py_ssize_t k = 0; k < ntok; k++) {
+        const Token *t = &tok[k];
+        if (!t->container)
+            continue;
+        marks[nm++] = k;
+        closer[k] = -1;
+        if (t->is_end) {
+            Py_ssize_t o = top[t->id];
+            if (o >= 0 && t->id == form) { /* closes every form still open */
+                for (; o >= 0; o = below[o])
+                    closer[o] = k;
+                top[t->id] = -1;
+            } else if (o >= 0) {
+                closer[o] = k;
+                top[t->id] = below[o];
+            }
+        } else if (!t->closes) {
+            below[k] = top[t->id];
+            top[t->id] = k;
+        }
+    }
     for (Py_ssize_t k = 0; k < nm;) {
-        Py_ssize_t start = marks[k++];
+        Py_ssize_t start = marks[k++], end, stop;
         const Token *s = &tok[start];
         if (s->is_end || s->closes)
             continue;
-        int is_form = names.len[s->id] == 4 && same_lower(p + names.start[s->id], "form", 4); /* never nested */
-        Py_ssize_t depth = 1, end, stop;
-        while (k < nm && depth) {
-            const Token *m = &tok[marks[k]];
-            if (m->id == s->id && !m->is_end && !m->closes && !is_form)
-                depth++;
-            else if (m->id == s->id && m->is_end)
-                depth--;
-            k++;
-        }
-        if (depth) {
-            end = implied_end(tok, ntok, start, opened, names.n);
-            Py_ssize_t lo = 0, hi = nm; /* k = bisect_right(marks, end) */
-            while (lo < hi) {
-                Py_ssize_t mid = (lo + hi) / 2;
-                if (marks[mid] <= end)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            k = lo;
-            stop = 2 * end + 1;
-        } else {
-            end = marks[k - 1];
+        if (closer[start] >= 0) {
+            end = closer[start];
             stop = 2 * end + 2;
+        } else {
+            end = implied_end(tok, ntok, start, opened);
+            stop = 2 * end + 1;
         }
+        Py_ssize_t lo = k, hi = nm; /* k = bisect_right(marks, end) */
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (marks[mid] <= end)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        k = lo;
         memset(drop + 2 * start + 1, 1, (size_t)(stop - 2 * start - 1));
     }
     /* join, lower-cased; CR LF and a lone CR become LF */
@@ -907,6 +928,7 @@ static PyObject *visible_folded(PyObject *self, PyObject *arg)
         len = w;
     }
     PyMem_Free(tok), PyMem_Free(drop), PyMem_Free(marks), PyMem_Free(opened);
+    PyMem_Free(closer), PyMem_Free(below), PyMem_Free(top);
     PyMem_Free(names.slot), PyMem_Free(names.start), PyMem_Free(names.len);
     if (_PyBytes_Resize(&out, len) < 0)
         return NULL;
@@ -915,6 +937,7 @@ nomem:
     PyErr_NoMemory();
 fail:
     PyMem_Free(tok), PyMem_Free(drop), PyMem_Free(marks), PyMem_Free(opened);
+    PyMem_Free(closer), PyMem_Free(below), PyMem_Free(top);
     PyMem_Free(names.slot), PyMem_Free(names.start), PyMem_Free(names.len);
     Py_XDECREF(out);
     return NULL;

@@ -199,8 +199,14 @@ def _cut(out: list[bytes], names: list[bytes | None], closes: list[bytes | None]
     """Empty what is inside boilerplate elements (``marks``: the tokens of their tags).
 
     Token i is the tag between texts ``out[2 * i]`` and ``out[2 * i + 2]``;
-    ``out[2 * i + 1]`` is what it became (a newline or nothing).
+    ``out[2 * i + 1]`` is what it became (a newline or nothing). An element
+    ends at the end tag that closes it (:func:`_closers`), else where a
+    parser would close it (:func:`_implied_end`); what lies inside a cut
+    element is not looked at again, so the whole page is read a bounded
+    number of times (a page of ``<nav>x</div>`` repeated once read the rest
+    of the page for every ``<nav>``).
     """
+    closer = _closers(names, closes, marks)
     k = 0
     while k < len(marks):
         start = marks[k]
@@ -208,23 +214,39 @@ def _cut(out: list[bytes], names: list[bytes | None], closes: list[bytes | None]
         k += 1
         if not name or name[0] == 47 or closes[start]:  # a stray end tag, or <x/>: nothing inside
             continue
-        end_tag = b"/" + name
-        depth = 1
-        while k < len(marks) and depth:
-            n = names[marks[k]]
-            if n == name and not closes[marks[k]] and name != b"form":  # a nested form is ignored
-                depth += 1
-            elif n == end_tag:
-                depth -= 1
-            k += 1
-        if depth:  # never closed: it ends before the end tag that closes it
+        end = closer.get(start)
+        if end is None:  # never closed: it ends before the end tag that closes it
             end = _implied_end(names, closes, start)
-            k = bisect_right(marks, end)
             stop = 2 * end + 1
         else:
-            end = marks[k - 1]
             stop = 2 * end + 2
+        k = bisect_right(marks, end)
         out[2 * start + 1:stop] = repeat(b"", stop - 2 * start - 1)
+
+
+def _closers(names: list[bytes | None], closes: list[bytes | None], marks: list[int]) -> dict[int, int]:
+    """The end tag that closes each boilerplate element, counting same-name nesting.
+
+    Per tag name, a stack of open elements: an end tag closes the innermost.
+    A ``<form>`` never nests (the standard ignores a form inside a form), so
+    its end tag closes every form still open.
+    """
+    closer: dict[int, int] = {}
+    open_: dict[bytes, list[int]] = {}
+    for m in marks:
+        name = names[m]
+        assert name is not None  # marks are tags
+        if name[0] == 47:
+            pending = open_.get(name[1:])
+            if pending:
+                if name == b"/form":
+                    closer.update(dict.fromkeys(pending, m))
+                    pending.clear()
+                else:
+                    closer[pending.pop()] = m
+        elif not closes[m]:
+            open_.setdefault(name, []).append(m)
+    return closer
 
 
 def _implied_end(names: list[bytes | None], closes: list[bytes | None], start: int) -> int:

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
+from crawl import compiled
 from crawl.testweb import content
 from crawl.testweb.generator import NEAR_DUP_VARIANTS, Web, WebConfig
 from crawl.text import BLOCK_TAGS, BOILERPLATE_TAGS, Doc, analyse, canonical_link, fold
@@ -190,3 +191,21 @@ def test_canonical_link() -> None:
     assert canonical_link(b"<p>the word canonical alone</p>") is None
     # in the body it does not count (search engines ignore it there too)
     assert canonical_link(b"<html><head></head><body><link rel=canonical href=/b><p>x</p>") is None
+
+
+@pytest.mark.timeout(60)
+def test_hostile_boilerplate_nesting_is_read_in_bounded_passes() -> None:
+    # Each unclosed <nav> once re-read the rest of the page: 100,000 of them
+    # (1.2 MB) took about 20 minutes. Now the page is read a bounded number
+    # of times, on both the Python and the compiled path.
+    mismatched = b"<body>" + b"<nav>x</div>" * 100_000  # each nav ends at the </div> (an element opened before it)
+    unclosed = b"<body>" + b"<nav><p>y" * 100_000 + b"</p>"
+    forms = b"<body>" + b"<form><b>z" * 100_000 + b"</form>w"
+    for on in (True, False):
+        compiled.use(on)
+        try:
+            assert analyse(mismatched, folded=True).raw.split() == [b"x"] * 100_000
+            assert analyse(unclosed).raw.split() == []
+            assert analyse(forms, folded=True).raw.split() == [b"w"]
+        finally:
+            compiled.use(True)
