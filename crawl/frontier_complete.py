@@ -28,9 +28,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import xxhash
+
 from . import hostqueue as hq
 from . import records
-from .frontier_tx import TRANSIENT, _parse_lease, fingerprint, outcome_code
+from .frontier_tx import TRANSIENT, _parse_lease, outcome_code
 from .politeness import backoff_delay, parse_retry_after, release_delay
 from .records import Record
 
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from .frontier_tx import Tx
 
 _RATE_LIMIT = frozenset({429, 503})
+_BACK = frozenset({"backoff", "retry", "deferred"})  # dispositions that put the URL back in its queue
 _OUTCOMES = frozenset(records.OUTCOMES)
 
 
@@ -71,11 +74,17 @@ def _check(rec: Record) -> str | None:
     return None
 
 
-def complete_one(t: Tx, rec: Record) -> Record:
-    problem = _check(rec)
-    if problem is not None:
-        return _event(t, rec, "frontier.bad-record", error=problem)
-    lease_id = _parse_lease(rec["lease"])
+def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
+                 _head: Any = hq.LEASE_HEAD.unpack_from, _at: int = hq.LEASE_HEAD.size) -> Record:
+    get: Any = rec.get  # (what it returns is checked just below)
+    url, outcome, status, name = get("url"), get("outcome"), get("status"), get("lease")
+    # What a fetcher sends passes this quick test; anything else gets its exact verdict from _check.
+    if not (get("kind") == "fetch" and type(url) is str and url and outcome in _OUTCOMES and name is not None
+            and (status is None or (type(status) is int and 100 <= status <= 999))):
+        problem = _check(rec)
+        if problem is not None:
+            return _event(t, rec, "frontier.bad-record", error=problem)
+    lease_id = _parse_lease(name)
     lkey = hq.u64(lease_id) if lease_id is not None else None
     raw = t.txn.pop(lkey, db=t.dl) if lkey is not None else None  # one search, not a get and a delete
     if raw is None:
@@ -83,40 +92,34 @@ def complete_one(t: Tx, rec: Record) -> Record:
             t, rec, "frontier.unknown-lease",
             error=f"lease {rec['lease']!r} is unknown or expired; its URL was (or will be) leased again",
         )
-    lease = hq.decode_lease(raw)
-    if fingerprint(rec["url"]) != lease.fp:  # the lease keeps its URL's 64-bit fingerprint
+    hid, prio, seq, deadline, leased_at, fp = _head(raw)
+    if _fp(url.encode("utf-8", "surrogatepass")) != fp:  # the lease keeps its URL's 64-bit fingerprint
         t.txn.put(lkey, raw, db=t.dl)  # changes nothing after all
-        leased = hq.decode_entry(lease.entry, t.read_host(lease.hid).name).url
+        leased = hq.decode_entry(raw[_at:], t.read_host(hid).name).url
         return _event(t, rec, "frontier.bad-record",
                       error=f"url does not match lease {rec['lease']} (leased {leased!r})")
-    h = t.host(lease.hid)
-    attempts, fails = hq.entry_counts(lease.entry)
-
-    t.txn.delete(hq.time_key(hq.ms_up(lease.deadline), lease_id), db=t.ddl)
+    h = t.host(hid)
+    attempts, fails = raw[_at + 1], raw[_at + 2]
+    t.drop_deadline(hq.time_key(hq.ms_up(deadline), lease_id))
     cfg, now = t.cfg, t.now
-    outcome, status = rec["outcome"], rec.get("status")
-    timings = rec.get("timings")
+    timings = get("timings")
     rt = _number(timings.get("total")) if type(timings) is dict else None
-    crawl_delay = _number(rec.get("crawl_delay"))
+    crawl_delay = _number(get("crawl_delay"))
     if crawl_delay is not None:
         h.crawl_delay = crawl_delay
     if rt is not None:
         h.last_response = rt
     old_ip = h.ip
-    new_ip = rec.get("ip")
-    ra = rec.get("retry_after")
-    retry_after = parse_retry_after(ra, now) if ra is not None else None
-    event: Record = {"kind": "event", "v": records.VERSION, "ts": now, "event": "frontier.complete",
-                     "url": rec["url"], "lease": rec["lease"], "disposition": "",
-                     "next_allowed": 0.0, "outcome": outcome, "status": status, "host": h.name,
-                     "attempt": attempts}
+    new_ip = get("ip")
+    ra = get("retry_after")
+    parked = False
 
     # A backoff never undercuts the host's normal delay (Crawl-delay included):
     # Retry-After: 0 or a tiny --backoff-base must not make us less polite.
     floor = release_delay(cfg, rt, h.crawl_delay if h.crawl_delay >= 0 else None)
     if status in _RATE_LIMIT:
         h.backoff += 1
-        delay = max(floor, backoff_delay(cfg, h.backoff, retry_after))
+        delay = max(floor, backoff_delay(cfg, h.backoff, parse_retry_after(ra, now) if ra is not None else None))
         h.next_allowed = now + delay
         if old_ip:  # everyone on this machine slows down, not just this name
             inflight, slow = t.ip_state(old_ip)
@@ -126,11 +129,11 @@ def complete_one(t: Tx, rec: Record) -> Record:
     elif outcome in TRANSIENT or (outcome == "http-error" and isinstance(status, int) and status >= 500):
         h.backoff += 1
         h.failures += 1
-        delay = max(floor, backoff_delay(cfg, h.backoff, retry_after))
+        delay = max(floor, backoff_delay(cfg, h.backoff, parse_retry_after(ra, now) if ra is not None else None))
         if h.failures >= cfg.park_after:
             h.parked_until = now + cfg.park_seconds
             delay = max(delay, cfg.park_seconds)
-            event["parked_until"] = h.parked_until
+            parked = True
         h.next_allowed = now + delay
         fails += 1
         if fails >= cfg.max_retries:
@@ -149,15 +152,21 @@ def complete_one(t: Tx, rec: Record) -> Record:
 
     # Free the IP slot taken at lease time, then learn the (new) address.
     h.lease = 0
-    t.release_ip(old_ip)
+    if old_ip:
+        t.release_ip(old_ip)
     if type(new_ip) is str and new_ip and len(new_ip) <= 64:
         h.ip = new_ip
-    if disposition in ("backoff", "retry", "deferred"):
-        t.back_to_queue(lease, h, hq.with_counts(lease.entry, attempts, fails))
+    if disposition in _BACK:
+        entry = raw[_at:]
+        t.back_to_queue(hq.Lease(hid, prio, seq, deadline, leased_at, fp, entry), h,
+                        hq.with_counts(entry, attempts, fails))
     else:
-        state = hq.DONE if disposition == "done" else hq.DROPPED
-        t.set_known(lease.hid, lease.fp, state, outcome_code(outcome))
-        t.reschedule(lease.hid, h)
-    event["disposition"] = disposition
-    event["next_allowed"] = h.next_allowed
+        t.set_known(hid, fp, hq.DONE if disposition == "done" else hq.DROPPED, outcome_code(outcome))
+        t.reschedule(hid, h)
+    event: Record = {"kind": "event", "v": records.VERSION, "ts": now, "event": "frontier.complete",
+                     "url": url, "lease": name, "disposition": disposition,
+                     "next_allowed": h.next_allowed, "outcome": outcome, "status": status, "host": h.name,
+                     "attempt": attempts}
+    if parked:
+        event["parked_until"] = h.parked_until
     return event

@@ -51,6 +51,10 @@ def _number(value: object) -> float | None:
     return None
 
 
+def _first(pair: tuple[bytes, bytes]) -> bytes:
+    return pair[0]
+
+
 def _get_int(txn: Any, db: Any, key: bytes) -> int:
     v = txn.get(key, db=db)
     return hq.from_u64(v) if v else 0
@@ -95,7 +99,10 @@ class Tx(IpSlots):
         self.counters: dict[str, int] = {}
         self.qcur = txn.cursor(db=self.dq)  # one queue cursor, repositioned per use
         self.new_leases: list[tuple[bytes, bytes]] = []
+        self.lease_id = 0  # the last lease id handed out by lease()
         self.new_deadlines: list[tuple[bytes, bytes]] = []
+        self.known_puts: list[tuple[bytes, bytes]] = []  # (see set_known)
+        self.gone_deadlines: list[bytes] = []  # (see drop_deadline)
         self.hids: dict[str, int] = {}
         self.delta: dict[str, int] = {}
         self.cycle = _get_int(txn, self.dm, b"cycle")
@@ -159,9 +166,13 @@ class Tx(IpSlots):
             self.txn.cursor(db=self.dh).putmulti([(key(hid), hosts[hid].encode()) for hid in sorted(self.dirty)])
         if self.dirty_ips:
             self.flush_ips()
+        if self.known_puts:
+            self.flush_known()
+        if self.gone_deadlines:
+            self.flush_deadlines()
         for name in self.delta:
             self.txn.put(name.encode(), hq.u64(self.counter(name)), db=self.dm)
-        self.wrote = self.wrote or bool(self.dirty or self.delta)
+        self.wrote = self.wrote or bool(self.dirty or self.delta)  # (and flush_ips sets it)
         self.dirty.clear()
         self.delta.clear()
         self.counters.clear()
@@ -174,7 +185,28 @@ class Tx(IpSlots):
         return Carry(self.txn_id, self.hosts, self.ips) if self.wrote else None
 
     def set_known(self, hid: int, fp: int, state: int, outcome: int = 0) -> None:
-        self.txn.put(hq.known_key(hid, fp), hq.known_value(state, self.cycle, outcome), db=self.dk)
+        """Record a URL's state; written by :meth:`flush_known` (nothing reads it back before)."""
+        self.known_puts.append((hq.known_key(hid, fp), hq.known_value(state, self.cycle, outcome)))
+
+    def flush_known(self) -> None:
+        # In key order through one cursor: LMDB skips the descent from the
+        # root when the next key falls on the page the cursor is on. The sort
+        # is stable, so of two states for one URL the later wins.
+        puts, self.known_puts = self.known_puts, []
+        puts.sort(key=_first)
+        self.txn.cursor(db=self.dk).putmulti(puts)
+
+    def drop_deadline(self, key: bytes) -> None:
+        """Delete a lease's deadline entry; done by :meth:`flush_deadlines`."""
+        self.gone_deadlines.append(key)
+
+    def flush_deadlines(self) -> None:
+        gone, self.gone_deadlines = self.gone_deadlines, []
+        gone.sort()
+        cur = self.txn.cursor(db=self.ddl)
+        for key in gone:  # a batch's leases share a deadline: mostly the next entry, no search
+            if cur.key() == key or cur.set_key(key):
+                cur.delete()
 
     # ---- scheduling ------------------------------------------------------------
 
@@ -259,6 +291,8 @@ class Tx(IpSlots):
         queues URLs that are done or dropped in this cycle too (crawl
         recrawl).
         """
+        if self.known_puts:  # read below
+            self.flush_known()
         txn, dk, hosts, cap = self.txn, self.dk, self.hosts, self.cfg.host_queue_cap
         prev_hosts = self.prev_hosts
         queued_v = hq.known_value(hq.QUEUED, self.cycle)
@@ -365,38 +399,54 @@ class Tx(IpSlots):
     def lease(self, n: int, lease_seconds: float) -> list[Record]:
         out: list[Record] = []
         cur = self.txn.cursor(db=self.ds)
-        unpack, now_ms, ds = hq.unpack_sched_key, self.now_ms, self.ds
+        unpack, now_ms = hq.unpack_sched_key, self.now_ms
         deadline = self.now + lease_seconds
         deadline_ms = hq.ms_up(deadline)  # every lease of this call has the same deadline
+        self.lease_id = self.counter("lease")  # lease_host hands out the next ids
+        lease_host, trim = self.lease_host, self.fr.trimmer.maybe_trim
         for prio in range(MAX_PRIORITY + 1):
+            start = bytes([prio])
             while len(out) < n:
-                batch: list[tuple[bytes, int]] = []
-                if cur.set_range(bytes([prio])):
-                    for key in cur.iternext(values=False):
-                        p, t_ms, hid = unpack(key)
-                        if p != prio or t_ms > now_ms or len(batch) >= n - len(out):
-                            break
-                        batch.append((key, hid))
+                # Take a batch of due hosts off the schedule (the cursor
+                # deletes them where it stands: no search per host), then
+                # lease them; a host put back goes behind ``now``.
+                batch: list[int] = []
+                want = n - len(out)
+                key = cur.key() if cur.set_range(start) else b""
+                while key:
+                    p, t_ms, hid = unpack(key)
+                    if p != prio or t_ms > now_ms:
+                        break
+                    batch.append(hid)
+                    cur.delete()  # the host leaves the schedule (h.sched in lease_host)
+                    if len(batch) >= want:
+                        break
+                    key = cur.key()
                 if not batch:
                     break
-                for key, hid in batch:
-                    self.txn.delete(key, db=ds)  # the host leaves the schedule (h.sched below)
-                    rec = self.lease_host(hid, deadline, deadline_ms)
+                for hid in batch:
+                    rec = lease_host(hid, deadline, deadline_ms)
                     if rec is not None:
                         out.append(rec)
                         if not len(out) % 100:  # see Frontier.add
-                            self.fr.trimmer.maybe_trim()
+                            trim()
         # Lease ids only grow, and the deadlines share one ms: both in key order.
-        self.txn.cursor(db=self.dl).putmulti(self.new_leases)
-        self.txn.cursor(db=self.ddl).putmulti(self.new_deadlines)
-        self.new_leases, self.new_deadlines = [], []
+        if self.new_leases:
+            self.txn.cursor(db=self.dl).putmulti(self.new_leases)
+            self.txn.cursor(db=self.ddl).putmulti(self.new_deadlines)
+            self.new_leases, self.new_deadlines = [], []
+        self.count("lease", len(out))
         self.count("leased", len(out))
         self.count("queued", -len(out))
         return out
 
-    def lease_host(self, hid: int, deadline: float, deadline_ms: int) -> Record | None:
+    def lease_host(self, hid: int, deadline: float, deadline_ms: int,
+                   _fp: Any = xxhash.xxh3_64_intdigest, _loads: Any = orjson.loads) -> Record | None:
         """Lease the first URL of a host just taken off the schedule (or put it back)."""
-        h = self.host(hid)
+        h = self.hosts.get(hid)
+        if h is None:
+            h = self.read_host(hid)
+        self.dirty.add(hid)
         h.sched = hq.NOT_SCHEDULED
         now = self.now
         not_before = h.next_allowed if h.next_allowed > h.parked_until else h.parked_until
@@ -414,10 +464,10 @@ class Tx(IpSlots):
             return None
         cur = self.qcur
         prefix = hq.hid_key(hid)
-        if not (cur.set_range(prefix) and cur.key()[:4] == prefix):
+        key = cur.key() if cur.set_range(prefix) else b""
+        if key[:4] != prefix:
             h.head = hq.NO_HEAD  # cannot happen while head says otherwise; heal
             return None
-        key = cur.key()
         first, rest = hq.block_split_first(cur.value())
         if rest:
             cur.put(key, rest)
@@ -425,27 +475,25 @@ class Tx(IpSlots):
             cur.delete()
             nxt = cur.key()
             h.head = nxt[4] if nxt[:4] == prefix else hq.NO_HEAD
-        entry = hq.decode_entry(first, h.name)
-        attempts = entry.attempts + 1
-        lease_id = self.take("lease")
-        url = entry.url
+        name = h.name
+        url, end = hq.entry_url(first, name)
+        attempts = first[1] + 1
+        self.lease_id = lease_id = self.lease_id + 1
         # The URL's known state stays "queued" while it is leased (add treats
         # both alike; state_of finds the lease): one random page less per lease.
-        _, prio, seq = hq.unpack_queue_key(key)
-        value = hq.lease_value(hid, prio, seq, deadline, now, fingerprint(url),
-                               hq.with_counts(first, attempts, entry.fails))
-        self.new_leases.append((hq.u64(lease_id), value))  # written by lease()
+        self.new_leases.append((hq.u64(lease_id), hq.lease_value_of(  # written by lease()
+            key, deadline, now, _fp(url.encode("utf-8", "surrogatepass")), first, attempts)))
         self.new_deadlines.append((hq.time_key(deadline_ms, lease_id), b""))
         h.lease = lease_id
         h.queued -= 1
         if ip is not None:
             self.put_ip(h.ip, ip[0] + 1, ip[1])
-        rec: Record = orjson.loads(entry.extra) if entry.extra else {}
+        rec: Record = _loads(first[end:]) if end < len(first) else {}
         rec["url"] = url
         rec["kind"] = "lease"
         rec["v"] = records.VERSION
         rec["lease"] = f"{lease_id:016x}"
-        rec["host"] = h.name
+        rec["host"] = name
         rec["attempt"] = attempts
         rec["deadline"] = deadline
         return rec
@@ -453,6 +501,8 @@ class Tx(IpSlots):
     # ---- complete and expire -----------------------------------------------------------
 
     def requeue_expired(self) -> int:
+        if self.gone_deadlines:
+            self.flush_deadlines()
         cur = self.txn.cursor(db=self.ddl)
         expired = []
         if cur.first():

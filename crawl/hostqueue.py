@@ -153,6 +153,14 @@ def with_counts(value: bytes, attempts: int, fails: int, _pack: Any = _COUNTS.pa
     return value[:1] + _pack(attempts if attempts < 255 else 255, fails if fails < 255 else 255) + value[3:]
 
 
+def entry_url(value: bytes, host: str, _unpack: Any = _QVAL.unpack_from, _start: int = _QVAL.size) -> tuple[str, int]:
+    """A stored entry's URL and where its pass-through fields start (``decode_entry`` without the object)."""
+    flag, _, _, n = _unpack(value)
+    end = _start + n
+    rest = value[_start:end].decode("utf-8", "surrogatepass")
+    return (rest if flag == _FULL else _PREFIXES[flag] + host + rest), end
+
+
 def decode_entry(value: bytes, host: str, _unpack: Any = _QVAL.unpack_from, _start: int = _QVAL.size) -> Entry:
     flag, attempts, fails, n = _unpack(value)
     end = _start + n
@@ -215,6 +223,16 @@ def lease_value(hid: int, prio: int, seq: int, deadline: float, leased_at: float
     return _LVAL.pack(hid, prio, seq, deadline, leased_at, fp) + entry
 
 
+def lease_value_of(qkey: bytes, deadline: float, leased_at: float, fp: int, entry: bytes, attempts: int,
+                   _pack: Any = _LVAL.pack, _unkey: Any = _QKEY.unpack, _counts: Any = _COUNTS.pack) -> bytes:
+    """The lease of ``entry`` taken from queue key ``qkey``, its attempt count set to ``attempts``
+    (``lease_value`` of the key's fields and ``with_counts``, in one step)."""
+    hid, prio, seq = _unkey(qkey)
+    return (_pack(hid, prio, seq, deadline, leased_at, fp) + entry[:1]
+            + _counts(attempts if attempts < 255 else 255, entry[2]) + entry[3:])
+
+
+LEASE_HEAD = _LVAL  # the fixed fields in front of a lease's entry
 LEASE_FP = slice(_LVAL.size - 8, _LVAL.size)  # where a lease value keeps the URL's fingerprint
 
 

@@ -558,3 +558,25 @@ def test_a_failed_transaction_leaves_nothing_for_the_next_one(tmp_path: Path) ->
         [ev] = f.complete([fetch(lease)], T0 + 10)
         assert ev["disposition"] == "done"
         assert [r["url"] for r in f.next(5, 60, T0 + 20)] == ["http://a.test/3"]
+
+
+# ---- one-step codecs of the lease path ----------------------------------------------------------
+
+
+@given(url=st.sampled_from(["http://a.test/x?y", "https://a.test", "https://a.test:8443/p", "ftp://a.test/f",
+                            "http://a.test.evil/", "http://a.test/\udcff"]),
+       fields=st.sampled_from([None, {"depth": 3}, {"meta": {"k": [1, 2]}, "priority": 2}]),
+       attempts=st.integers(0, 300), fails=st.integers(0, 300), hid=st.integers(0, 2**32 - 1),
+       prio=st.integers(0, 255), seq=st.integers(0, 2**64 - 1))
+@settings(max_examples=200, deadline=None)
+def test_one_step_lease_codecs_agree_with_the_general_ones(url: str, fields: dict[str, Any] | None, attempts: int,
+                                                          fails: int, hid: int, prio: int, seq: int) -> None:
+    from crawl import hostqueue as hq
+
+    entry = hq.encode_entry(url, "a.test", fields, attempts, fails)
+    full = hq.decode_entry(entry, "a.test")
+    got_url, end = hq.entry_url(entry, "a.test")
+    assert (got_url, entry[end:]) == (full.url, full.extra)
+    value = hq.lease_value_of(hq.queue_key(hid, prio, seq), 12.5, 10.0, 77, entry, attempts + 1)
+    assert value == hq.lease_value(hid, prio, seq, 12.5, 10.0, 77, hq.with_counts(entry, attempts + 1, full.fails))
+    assert hq.LEASE_HEAD.unpack_from(value) == (hid, prio, seq, 12.5, 10.0, 77)
