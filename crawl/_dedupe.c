@@ -660,6 +660,24 @@ static Py_ssize_t comment(const unsigned char *p, Py_ssize_t n, Py_ssize_t i)
     return n;
 }
 
+/* A-Z to a-z in place, 8 bytes a step: bytes.lower() without a table lookup per byte */
+static void lower_ascii(unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        uint64_t low7 = x & LOW7;
+        uint64_t ge_a = low7 + (0x80 - 'A') * ONES;   /* high bit: low 7 bits >= 'A' */
+        uint64_t gt_z = low7 + (0x7F - 'Z') * ONES;   /* high bit: low 7 bits > 'Z' */
+        uint64_t upper = ge_a & ~gt_z & ~x & HIGH;    /* and the byte is ASCII */
+        x |= upper >> 2;                               /* 0x80 >> 2 == 0x20 */
+        memcpy(p + i, &x, 8);
+    }
+    for (; i < n; i++)
+        p[i] = LOWER[p[i]];
+}
+
 typedef struct {
     Py_ssize_t text_end;  /* the text before this token ends here (it starts where the last token ended) */
     Py_ssize_t end;       /* and the token ends here */
@@ -905,9 +923,10 @@ static PyObject *visible_folded(PyObject *self, PyObject *arg)
     Py_ssize_t from = 0;
     for (Py_ssize_t k = 0; k <= ntok; k++) {
         Py_ssize_t to = k < ntok ? tok[k].text_end : n;
-        if (!drop[2 * k])
-            for (Py_ssize_t j = from; j < to; j++)
-                *o++ = LOWER[p[j]];
+        if (!drop[2 * k] && to > from) {
+            memcpy(o, p + from, (size_t)(to - from));
+            o += to - from;
+        }
         if (k < ntok) {
             if (!drop[2 * k + 1] && tok[k].block)
                 *o++ = '\n';
@@ -915,6 +934,7 @@ static PyObject *visible_folded(PyObject *self, PyObject *arg)
         }
     }
     Py_ssize_t len = o - o0, w = 0;
+    lower_ascii(o0, len);
     if (memchr(o0, '\r', (size_t)len)) {
         for (Py_ssize_t r = 0; r < len; r++) {
             if (o0[r] == '\r') {

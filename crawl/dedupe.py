@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -304,10 +305,12 @@ class Deduper:
         """One more page for each distinct block (``seen``: the counts :meth:`_kept` read)."""
         if not keys:
             return
-        items = [(k, _ONE_PAGE) for k in dict.fromkeys(keys) if k not in seen]
-        items += [(k, min(int.from_bytes(v, "big") + 1, 0xFFFFFFFF).to_bytes(4, "big"))
-                  for k, v in seen.items()]
-        txn.cursor(db=self.blocks).putmulti(items)
+        put = txn.cursor(db=self.blocks).putmulti
+        if not seen:  # a page of new text (most pages): every block is on its first page
+            put(zip(dict.fromkeys(keys), repeat(_ONE_PAGE)))
+            return
+        put([(k, _ONE_PAGE) for k in dict.fromkeys(keys) if k not in seen]
+            + [(k, min(int.from_bytes(v, "big") + 1, 0xFFFFFFFF).to_bytes(4, "big")) for k, v in seen.items()])
 
     # -- explain ---------------------------------------------------------------
 

@@ -10,7 +10,9 @@ visible text in 4 KB of HTML) and a "long" one (about 4,000 words, 26 KB,
 near the test web's average). 20% of the pages are near-duplicate variants
 (print/mobile chrome). A third row runs the test web's own ordinary pages
 (28.8 KiB, about 4,200 words of visible text each; the pages
-scripts/bench_parse.py uses). The fetch records carry the payload digest, as
+scripts/bench_parse.py uses); a fourth runs them again on the Python/numpy
+path (crawl.compiled.use(False): what an install without a C compiler runs)
+and prints the compiled loops' speed-up measured in the same run. The fetch records carry the payload digest, as
 `crawl fetch` writes them (the WARC writer computes it), so dedupe does not
 hash the body again; reading the body back from the WARC is not included.
 
@@ -37,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from crawl import compiled  # noqa: E402
 from crawl.dedupe import Deduper, payload_digest  # noqa: E402
 from crawl.simhash import SimhashIndex  # noqa: E402
 from crawl.state import close_env, open_env  # noqa: E402
@@ -125,7 +128,8 @@ def _pct(xs: list[float], q: float) -> float:
 
 def main() -> None:
     load = os.getloadavg()[0]
-    print(f"dedupe bench (load average {load:.1f} on {os.cpu_count()} cores)")
+    path = "compiled loops (crawl/_dedupe.c)" if compiled.built else "Python/numpy path (no C module built)"
+    print(f"dedupe bench (load average {load:.1f} on {os.cpu_count()} cores; {path})")
     for label, words, n in (("typical page", 600, 3000), ("long article", 4000, 800)):
         load = os.getloadavg()[0]
         wall, cpu, size, dups = docs_per_second(synthetic(words, n))
@@ -143,6 +147,15 @@ def main() -> None:
     print(f"dedupe test-web pages ({size / 1024:.1f} KiB HTML), {len(web):,} pages (load {load:.1f}):"
           f" {cpu:,.0f} docs per CPU second, {wall:,.0f} docs per wall second;"
           f" goal 5,000 docs/s: {'met' if cpu >= 5000 else 'NOT met'} (per CPU second)")
+    compiled.use(False)
+    load = os.getloadavg()[0]
+    _, slow, _, _ = docs_per_second(web)
+    compiled.use(True)
+    print(f"dedupe test-web pages on the Python/numpy path (what an install without a C compiler runs;"
+          f" load {load:.1f}): {slow:,.0f} docs per CPU second; the compiled loops are"
+          f" {cpu / slow:.1f}x that" if compiled.built else
+          f"dedupe: crawl/_dedupe.c was not built (no C compiler at install time): every row above"
+          f" is the Python/numpy path ({slow:,.0f} docs per CPU second on test-web pages)")
     n = 1_000_000
     build, lat, cpu, hit = lookup_latency(n, 20_000)
     print(f"simhash lookup with {n:,} fingerprints indexed (4 tables, built in {build:.1f} s),"
