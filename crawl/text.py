@@ -56,7 +56,8 @@ BLOCK_TAGS = (
 # dropped whole. <title> lives in <head>, which the reader never sees either.
 RAW_TEXT_TAGS = ("script", "style", "textarea", "title", "iframe", "noscript", "noembed", "noframes")
 # what str.split() counts as white space beyond ASCII (crawl.simhash cuts ASCII white space)
-_UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+_UNICODE_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+_UNICODE_SPACE = re.compile(f"[{_UNICODE_SPACES}]")
 _MAX_BYTES = 8 << 20  # read at most 8 MiB of a page: enough text to fingerprint it
 
 _END = rb"(?=[\t\n\f\r />]|\Z)"  # a tag name ends here
@@ -85,7 +86,7 @@ _CONTAINER_TAGS = frozenset(_CONTAINERS + [b"/" + t for t in _CONTAINERS])
 _VOID = frozenset(b"area base br col embed hr img input link meta param source track wbr".split())
 if compiled.built is not None:
     compiled.built.configure_text([t.encode() for t in RAW_TEXT_TAGS], [t.encode() for t in BLOCK_TAGS],
-                                  _CONTAINERS, sorted(_VOID))
+                                  _CONTAINERS, sorted(_VOID), htmllib.unescape, _UNICODE_SPACES)
 
 
 @dataclass
@@ -189,6 +190,10 @@ def _visible(marked: bytes, folded: bool) -> bytes:
 
 def _entities(text: bytes, folded: bool) -> bytes:
     """Character references decoded (and the text folded, when ``folded``)."""
+    if folded and compiled.active is not None and (b"&" in text or not text.isascii()):
+        out = compiled.active.fold_text(text, True)  # None: a text only str.lower() folds right
+        if out is not None:
+            return out  # type: ignore[no-any-return]
     if b"&" in text:
         s = htmllib.unescape(text.decode("utf-8", "replace"))
         return (_fold_str(s) if folded else s).encode("utf-8", "replace")
@@ -314,6 +319,10 @@ def fold(raw: bytes) -> bytes:
     """
     if raw.isascii():
         return raw.lower()
+    if compiled.active is not None:
+        out = compiled.active.fold_text(raw, False)  # None: a text only str.lower() folds right
+        if out is not None:
+            return out  # type: ignore[no-any-return]
     return _fold_str(raw.decode("utf-8", "replace")).encode("utf-8", "replace")
 
 

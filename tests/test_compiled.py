@@ -163,3 +163,49 @@ def test_bad_arguments_are_errors_not_crashes() -> None:
         except (TypeError, ValueError, IndexError):
             continue
         raise AssertionError("no error")
+
+
+def _entities(text: bytes) -> bytes:
+    from crawl.text import _entities as entities
+
+    return entities(text, True)
+
+
+def _fold(text: bytes) -> bytes:
+    from crawl.text import fold
+
+    return fold(text)
+
+
+def test_folding_of_every_code_point() -> None:
+    # str.lower() and the non-ASCII spaces, for each code point alone, between letters,
+    # and as a character reference (the compiled fold hands U+0130 and capital sigma
+    # back to Python, whose lower case of them depends on more than the code point)
+    cps = [c for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000]
+    for i in range(0, len(cps), 20_000):
+        chunk = cps[i:i + 20_000]
+        text = " ".join(f"a{chr(c)}b {chr(c)}" for c in chunk).encode()
+        fast, slow = both(_fold, text)
+        assert fast == slow
+        refs = " ".join(f"&#{c};x&#x{c:X}" for c in chunk[::97]).encode()
+        fast, slow = both(_entities, text + b" " + refs)
+        assert fast == slow
+
+
+_FOLD_PIECES = [
+    b"a", b"Z", b" ", b"\n", b"\t", b"\x0b", b"<", b"#", b";", b"&", b"&amp;", b"&AMP", b"&amp", b"&ampxyz;",
+    b"&#65;", b"&#x41", b"&#X6a;", b"&#;", b"&#x;", b"&#", b"&eacute;", b"&Eacute", b"&notit;", b"&not",
+    b"&#931;", b"&Sigma;", b"&#1114112;", b"&#55296;", b"&#128;", b"&#0;", b"&nbsp;", b"&ThickSpace;",
+    b"&" + b"x" * 40 + b";", "É".encode(), "ß".encode(), "İ".encode(), "Σ".encode(), "ς".encode(),
+    "Ⱥ".encode(), "\u00a0".encode(), "\u3000".encode(), "\u2003".encode(), "日本".encode(), "\U0001f600".encode(),
+    b"\xff", b"\xc3", b"\xe2\x82",
+]
+
+
+@given(st.lists(st.sampled_from(_FOLD_PIECES), max_size=40).map(b"".join))
+@settings(max_examples=800, deadline=None)
+def test_folding_of_random_text(text: bytes) -> None:
+    fast, slow = both(_entities, text)
+    assert fast == slow
+    fast, slow = both(_fold, text)
+    assert fast == slow
