@@ -577,17 +577,22 @@ static PyObject *configure_text(PyObject *self, PyObject *args)
 }
 
 /* A-Z to a-z in place, 8 bytes a step: bytes.lower() without a table lookup per byte */
+static inline uint64_t lower8(uint64_t x)
+{
+    uint64_t low7 = x & LOW7;
+    uint64_t ge_a = low7 + (0x80 - 'A') * ONES; /* high bit: low 7 bits >= 'A' */
+    uint64_t gt_z = low7 + (0x7F - 'Z') * ONES; /* high bit: low 7 bits > 'Z' */
+    uint64_t upper = ge_a & ~gt_z & ~x & HIGH;  /* and the byte is ASCII */
+    return x | upper >> 2;                      /* 0x80 >> 2 == 0x20 */
+}
+
 static void lower_ascii(unsigned char *p, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t x;
         memcpy(&x, p + i, 8);
-        uint64_t low7 = x & LOW7;
-        uint64_t ge_a = low7 + (0x80 - 'A') * ONES;   /* high bit: low 7 bits >= 'A' */
-        uint64_t gt_z = low7 + (0x7F - 'Z') * ONES;   /* high bit: low 7 bits > 'Z' */
-        uint64_t upper = ge_a & ~gt_z & ~x & HIGH;    /* and the byte is ASCII */
-        x |= upper >> 2;                               /* 0x80 >> 2 == 0x20 */
+        x = lower8(x);
         memcpy(p + i, &x, 8);
     }
     for (; i < n; i++)
@@ -621,33 +626,40 @@ static int buf_grow(Buf *b, Py_ssize_t more)
     return 0;
 }
 
-/* one code point, lower-cased and with a non-ASCII space made ' ', as UTF-8; 1 when the
- * code point needs what only Python's str.lower() does: U+0130 lowers to two code points,
- * and a capital sigma's lower case depends on the letters around it */
-static int fold_char(Buf *b, Py_UCS4 c)
+/* A code point folded as crawl.text folds it: lower case, a non-ASCII space made ' '. Returns
+ * 1 when only Python's str.lower() can: U+0130 lowers to two code points, and a capital
+ * sigma's lower case depends on the letters around it. */
+static inline int fold_cp(Py_UCS4 *c)
 {
-    if (c == 0x130 || c == 0x3A3)
+    Py_UCS4 x = *c;
+    if (x == 0x130 || x == 0x3A3)
         return 1;
-    if (c == 0x85 || c == 0xA0 || c >= 0x1680) /* (where the spaces are: few letters get this far) */
+    if (x == 0x85 || x == 0xA0 || x >= 0x1680) { /* (where the spaces are: few letters get this far) */
         for (Py_ssize_t i = 0; i < nspaces; i++)
-            if (c == spaces[i])
-                c = ' ';
-    c = Py_UNICODE_TOLOWER(c);
-    if (buf_room(b, 4) < 0)
-        return -1;
-    unsigned char *o = b->v + b->n;
-    if (c < 0x80) {
-        o[0] = (unsigned char)c, b->n += 1;
-    } else if (c < 0x800) {
-        o[0] = (unsigned char)(0xC0 | c >> 6), o[1] = (unsigned char)(0x80 | (c & 0x3F)), b->n += 2;
-    } else if (c < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | c >> 12), o[1] = (unsigned char)(0x80 | (c >> 6 & 0x3F));
-        o[2] = (unsigned char)(0x80 | (c & 0x3F)), b->n += 3;
-    } else {
-        o[0] = (unsigned char)(0xF0 | c >> 18), o[1] = (unsigned char)(0x80 | (c >> 12 & 0x3F));
-        o[2] = (unsigned char)(0x80 | (c >> 6 & 0x3F)), o[3] = (unsigned char)(0x80 | (c & 0x3F)), b->n += 4;
+            if (x == spaces[i]) {
+                *c = ' ';
+                return 0;
+            }
     }
+    *c = Py_UNICODE_TOLOWER(x);
     return 0;
+}
+
+/* c as UTF-8 at o (room for 4 bytes); past it */
+static inline unsigned char *put_utf8(unsigned char *o, Py_UCS4 c)
+{
+    if (c < 0x80) {
+        *o++ = (unsigned char)c;
+    } else if (c < 0x800) {
+        *o++ = (unsigned char)(0xC0 | c >> 6), *o++ = (unsigned char)(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+        *o++ = (unsigned char)(0xE0 | c >> 12), *o++ = (unsigned char)(0x80 | (c >> 6 & 0x3F));
+        *o++ = (unsigned char)(0x80 | (c & 0x3F));
+    } else {
+        *o++ = (unsigned char)(0xF0 | c >> 18), *o++ = (unsigned char)(0x80 | (c >> 12 & 0x3F));
+        *o++ = (unsigned char)(0x80 | (c >> 6 & 0x3F)), *o++ = (unsigned char)(0x80 | (c & 0x3F));
+    }
+    return o;
 }
 
 /* the code point of the UTF-8 sequence at p[i] and its length; 0 if it is not valid UTF-8 */
@@ -710,6 +722,105 @@ static Py_ssize_t charref_end(const unsigned char *p, Py_ssize_t n, Py_ssize_t i
     return j < n && p[j] == ';' ? j + 1 : j;
 }
 
+/* is_utf8(data) -> whether data is valid UTF-8 (what bytes.decode("utf-8") accepts), without
+ * building the str: ASCII 8 bytes a step */
+static PyObject *is_utf8(PyObject *self, PyObject *arg)
+{
+    if (!PyBytes_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "data must be bytes, not %.100s", Py_TYPE(arg)->tp_name);
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), i = 0;
+    while (i < n) {
+        while (i + 8 <= n && !(load8(p + i) & HIGH))
+            i += 8;
+        if (i >= n)
+            break;
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        if (p[i] >= 0xC2 && p[i] < 0xE0 && i + 1 < n && (p[i + 1] & 0xC0) == 0x80) { /* most letters */
+            i += 2;
+            continue;
+        }
+        Py_UCS4 c;
+        int len = utf8_at(p, n, i, &c);
+        if (!len)
+            Py_RETURN_FALSE;
+        i += len;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* A character reference, decoded by html.unescape and folded, appended to b; 1 if only
+ * Python can fold it. A page repeats a few references (&amp; &nbsp; ...) many times, so
+ * the folded bytes are kept per reference (up to 4,096 of them). */
+static PyObject *reference_cache;
+
+static int fold_reference(Buf *b, const unsigned char *ref, Py_ssize_t len)
+{
+    if (!reference_cache && !(reference_cache = PyDict_New()))
+        return -1;
+    PyObject *key = PyBytes_FromStringAndSize((const char *)ref, len);
+    if (!key)
+        return -1;
+    PyObject *folded = PyDict_GetItemWithError(reference_cache, key); /* borrowed */
+    if (!folded && PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    if (!folded) {
+        PyObject *str = PyUnicode_DecodeUTF8((const char *)ref, len, NULL);
+        PyObject *got = str ? PyObject_CallOneArg(unescape, str) : NULL;
+        Py_XDECREF(str);
+        if (!got || !PyUnicode_Check(got)) {
+            Py_XDECREF(got);
+            Py_DECREF(key);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "unescape did not return a str");
+            return -1;
+        }
+        Buf one = {NULL, 0, 0};
+        int r = 0;
+        for (Py_ssize_t k = 0; !r && k < PyUnicode_GET_LENGTH(got); k++) {
+            Py_UCS4 cp = PyUnicode_READ_CHAR(got, k);
+            r = cp >= 0xD800 && cp < 0xE000 ? 1 : fold_cp(&cp);
+            if (!r && !(r = buf_room(&one, 4)))
+                one.n = put_utf8(one.v + one.n, cp) - one.v;
+        }
+        Py_DECREF(got);
+        if (r < 0) {
+            PyMem_Free(one.v);
+            Py_DECREF(key);
+            return -1;
+        }
+        folded = r ? Py_None : PyBytes_FromStringAndSize((const char *)one.v, one.n); /* None: Python folds */
+        PyMem_Free(one.v);
+        if (!folded) {
+            Py_DECREF(key);
+            return -1;
+        }
+        if (PyDict_GET_SIZE(reference_cache) >= 4096)
+            PyDict_Clear(reference_cache);
+        r = PyDict_SetItem(reference_cache, key, folded);
+        if (folded != Py_None)
+            Py_DECREF(folded); /* the dict holds it */
+        if (r < 0) {
+            Py_DECREF(key);
+            return -1;
+        }
+    }
+    Py_DECREF(key);
+    if (folded == Py_None)
+        return 1;
+    Py_ssize_t n = PyBytes_GET_SIZE(folded);
+    if (buf_room(b, n) < 0)
+        return -1;
+    memcpy(b->v + b->n, PyBytes_AS_STRING(folded), (size_t)n);
+    b->n += n;
+    return 0;
+}
+
 /* fold_text(text, entities) -> the text as crawl.text folds it (ASCII and Unicode lower case,
  * non-ASCII spaces made ' ', character references decoded when `entities`), or None when only
  * Python can say (invalid UTF-8, U+0130, a capital sigma): the caller then folds it in Python.
@@ -725,80 +836,64 @@ static PyObject *fold_text(PyObject *self, PyObject *args)
         return PyErr_Format(PyExc_RuntimeError, "crawl._dedupe.configure_text() was not called");
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(text);
     Py_ssize_t n = PyBytes_GET_SIZE(text), i = 0;
+    /* the output is as long as the input but for what a non-ASCII letter or a reference
+     * adds: the room for what is left of the input is checked after each of those */
     Buf b = {NULL, 0, 0};
-    if (buf_room(&b, n + 16) < 0)
+    if (buf_room(&b, n + 64) < 0)
         return NULL;
+    unsigned char *o = b.v;
+    const uint64_t amp = entities ? '&' * ONES : 0x80 * ONES; /* (0x80 bytes stop the fast path anyway) */
     while (i < n) {
-        Py_ssize_t j = i; /* a run of ASCII without '&': copied and lower-cased 8 bytes a step */
-        uint64_t amp = entities ? '&' * ONES : 0x80 * ONES; /* (0x80 bytes stop the run anyway) */
-        for (; j + 8 <= n; j += 8) {
-            uint64_t x = load8(p + j), y = x ^ amp;
-            if ((x | (~(((y & LOW7) + LOW7) | y))) & HIGH) /* a byte >= 0x80, or an '&' */
-                break;
-        }
-        while (j < n && p[j] < 0x80 && (p[j] != '&' || !entities))
-            j++;
-        if (j > i) {
-            if (buf_room(&b, j - i) < 0)
-                goto fail;
-            unsigned char *o = b.v + b.n;
-            if (j - i < 16) { /* between accented letters: a call costs more than the bytes */
-                for (Py_ssize_t k = i; k < j; k++)
-                    *o++ = LOWER[p[k]];
-            } else {
-                memcpy(o, p + i, (size_t)(j - i));
-                lower_ascii(o, j - i);
+        if (i + 8 <= n) { /* 8 ASCII bytes without an '&': lower-cased at once */
+            uint64_t x = load8(p + i), y = x ^ amp;
+            if (!((x | ~(((y & LOW7) + LOW7) | y)) & HIGH)) {
+                x = lower8(x);
+                memcpy(o, &x, 8);
+                o += 8, i += 8;
+                continue;
             }
-            b.n += j - i;
-            i = j;
-            continue;
         }
         unsigned char c = p[i];
+        if (c < 0x80 && (c != '&' || !entities)) {
+            *o++ = LOWER[c];
+            i++;
+            continue;
+        }
         if (c == '&') {
             Py_ssize_t end = charref_end(p, n, i);
             if (end < 0)
                 goto python;
             if (end == i) {
-                if (buf_room(&b, 1) < 0)
-                    goto fail;
-                b.v[b.n++] = '&';
+                *o++ = '&';
                 i++;
                 continue;
             }
-            PyObject *ref = PyUnicode_DecodeUTF8((const char *)p + i, end - i, NULL);
-            PyObject *got = ref ? PyObject_CallOneArg(unescape, ref) : NULL;
-            Py_XDECREF(ref);
-            if (!got || !PyUnicode_Check(got)) {
-                Py_XDECREF(got);
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "unescape did not return a str");
+            b.n = o - b.v;
+            int r = fold_reference(&b, p + i, end - i);
+            if (r < 0)
                 goto fail;
-            }
-            for (Py_ssize_t k = 0; k < PyUnicode_GET_LENGTH(got); k++) {
-                Py_UCS4 cp = PyUnicode_READ_CHAR(got, k);
-                int r = cp >= 0xD800 && cp < 0xE000 ? 1 : fold_char(&b, cp);
-                if (r) {
-                    Py_DECREF(got);
-                    if (r < 0)
-                        goto fail;
-                    goto python;
-                }
-            }
-            Py_DECREF(got);
+            if (r)
+                goto python;
+            o = b.v + b.n;
             i = end;
-            continue;
+        } else {
+            Py_UCS4 cp;
+            int len;
+            if (c >= 0xC2 && c < 0xE0 && i + 1 < n && (p[i + 1] & 0xC0) == 0x80) /* 2 bytes: most letters */
+                cp = (Py_UCS4)(c & 0x1F) << 6 | (p[i + 1] & 0x3F), len = 2;
+            else if (!(len = utf8_at(p, n, i, &cp)))
+                goto python;
+            if (fold_cp(&cp))
+                goto python;
+            o = put_utf8(o, cp);
+            i += len;
         }
-        Py_UCS4 cp;
-        int len = utf8_at(p, n, i, &cp);
-        if (!len)
-            goto python;
-        int r = fold_char(&b, cp);
-        if (r < 0)
+        b.n = o - b.v;
+        if (buf_room(&b, n - i + 64) < 0)
             goto fail;
-        if (r)
-            goto python;
-        i += len;
+        o = b.v + b.n;
     }
+    b.n = o - b.v;
     PyObject *out = PyBytes_FromStringAndSize((const char *)b.v, b.n);
     PyMem_Free(b.v);
     return out;
@@ -1196,6 +1291,7 @@ static PyMethodDef methods[] = {
      "configure_text(raw_text, block, container, void): crawl.text's tag names (lower-case bytes)"},
     {"hash_texts", hash_texts, METH_VARARGS, "hash_texts(texts, prefixes, n) -> (word hashes, cuts, block keys, simhashes)"},
     {"simhashes", simhashes, METH_VARARGS, "simhashes(words, spans, n) -> [simhash per span]"},
+    {"is_utf8", is_utf8, METH_O, "is_utf8(data) -> whether bytes.decode('utf-8') would accept data"},
     {"fold_text", fold_text, METH_VARARGS, "fold_text(text, entities) -> folded text, or None: fold it in Python"},
     {"visible_folded", visible_folded, METH_O, "visible_folded(page) -> (folded visible text, offset of <body or -1)"},
     {NULL, NULL, 0, NULL},

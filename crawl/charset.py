@@ -18,6 +18,8 @@ import codecs
 import re
 from dataclasses import dataclass
 
+from . import compiled
+
 # How far the meta prescan looks. The spec says 1024 bytes; real pages put a
 # long <head> prologue (comments, scripts) first, so we look a little further.
 PRESCAN_BYTES = 4096
@@ -142,6 +144,10 @@ def to_utf8(body: bytes, detected: Detected) -> tuple[bytes, bool]:
         if b"\x00" in data:
             # NUL is a parse error in HTML and cuts libxml2's text short.
             data = data.replace(b"\x00", b"")
+        if compiled.active is not None:  # the same answer without building a str (crawl/_dedupe.c)
+            if compiled.active.is_utf8(data):
+                return data, False
+            return data.decode("utf-8", "replace").encode("utf-8"), True
         try:
             data.decode("utf-8")
             return data, False

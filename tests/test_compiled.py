@@ -209,3 +209,21 @@ def test_folding_of_random_text(text: bytes) -> None:
     assert fast == slow
     fast, slow = both(_fold, text)
     assert fast == slow
+
+
+@given(st.lists(st.sampled_from([b"a", b"\x00", b"\x7f", b"\x80", b"\xbf", b"\xc0\x80", b"\xc2\xa0", b"\xe2\x82\xac",
+                                 b"\xed\xa0\x80", b"\xef\xbf\xbf", b"\xf0\x9f\x98\x80", b"\xf4\x90\x80\x80",
+                                 b"\xf5", b"\xff", b"\xe2\x82", b"abcdefgh"]), max_size=40).map(b"".join))
+@settings(max_examples=500, deadline=None)
+def test_utf8_check_agrees_with_decode(data: bytes) -> None:
+    from crawl.charset import Detected, to_utf8
+
+    try:
+        data.decode("utf-8")
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert compiled.built is not None
+    assert compiled.built.is_utf8(data) is valid
+    fast, slow = both(to_utf8, data, Detected("utf-8", "meta"))
+    assert fast == slow
