@@ -558,6 +558,8 @@ static PyObject *unescape;   /* html.unescape, for one character reference at a 
 static Py_UCS4 spaces[32];   /* the non-ASCII code points folded to ' ' (crawl.text._UNICODE_SPACES) */
 static Py_ssize_t nspaces;
 
+static void init_folded2(void);
+
 static PyObject *configure_text(PyObject *self, PyObject *args)
 {
     PyObject *raw, *block, *container, *isvoid, *fn, *space;
@@ -572,6 +574,7 @@ static PyObject *configure_text(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < nspaces; i++)
         spaces[i] = PyUnicode_READ_CHAR(space, i);
     Py_XSETREF(unescape, Py_NewRef(fn));
+    init_folded2();
     configured_text = 1;
     Py_RETURN_NONE;
 }
@@ -629,7 +632,23 @@ static int buf_grow(Buf *b, Py_ssize_t more)
 /* A code point folded as crawl.text folds it: lower case, a non-ASCII space made ' '. Returns
  * 1 when only Python's str.lower() can: U+0130 lowers to two code points, and a capital
  * sigma's lower case depends on the letters around it. */
+static Py_UCS4 folded2[0x800]; /* fold_cp of U+0000-U+07FF (two-byte letters), 0 for "ask Python" */
+
+static inline int fold_cp_slow(Py_UCS4 *c);
+
 static inline int fold_cp(Py_UCS4 *c)
+{
+    if (*c < 0x800) {
+        Py_UCS4 f = folded2[*c];
+        if (!f)
+            return 1;
+        *c = f;
+        return 0;
+    }
+    return fold_cp_slow(c);
+}
+
+static inline int fold_cp_slow(Py_UCS4 *c)
 {
     Py_UCS4 x = *c;
     if (x == 0x130 || x == 0x3A3)
@@ -643,6 +662,14 @@ static inline int fold_cp(Py_UCS4 *c)
     }
     *c = Py_UNICODE_TOLOWER(x);
     return 0;
+}
+
+static void init_folded2(void)
+{
+    for (Py_UCS4 c = 1; c < 0x800; c++) { /* (U+0000 folds to itself, but 0 can't say so: Python does) */
+        Py_UCS4 f = c;
+        folded2[c] = fold_cp_slow(&f) ? 0 : f;
+    }
 }
 
 /* c as UTF-8 at o (room for 4 bytes); past it */
