@@ -60,6 +60,12 @@ def _get_int(txn: Any, db: Any, key: bytes) -> int:
     return hq.from_u64(v) if v else 0
 
 
+# Host states a transaction may leave to the next: a lease batch's worth.
+# More (an add of 10,000 URLs to as many hosts) would rarely be reused and
+# keeps that many objects alive for the garbage collector to walk.
+CARRY_HOSTS = 4096
+
+
 class Carry(NamedTuple):
     """Host and address states as one of this process's transactions committed them.
 
@@ -182,7 +188,9 @@ class Tx(IpSlots):
         has committed: only if it wrote (an empty commit does not take a
         transaction id, so a later writer's commit could take the id that
         would vouch for this one)."""
-        return Carry(self.txn_id, self.hosts, self.ips) if self.wrote else None
+        if not self.wrote or len(self.hosts) > CARRY_HOSTS:
+            return None
+        return Carry(self.txn_id, self.hosts, self.ips)
 
     def set_known(self, hid: int, fp: int, state: int, outcome: int = 0) -> None:
         """Record a URL's state; written by :meth:`flush_known` (nothing reads it back before)."""
@@ -298,6 +306,8 @@ class Tx(IpSlots):
         queued_v = hq.known_value(hq.QUEUED, self.cycle)
         cycle16 = self.cycle & 0xFFFF
         now, block_item, encode_entry = self.now, hq.block_item, hq.encode_entry
+        hid_cache, host_id, xxh, known_key = self.fr.hid_cache, self.host_id, xxhash.xxh3_64_intdigest, hq.known_key
+        put, dirty = txn.put, self.dirty
         groups: dict[tuple[int, int], list[bytes]] = {}
         added = known = dropped = rejected = 0
         for rec in recs:
@@ -314,19 +324,21 @@ class Tx(IpSlots):
                 rejected += 1
                 self._reject(url, exc, rejects)
                 continue
-            hid = self.host_id(name)
-            fp = fingerprint(url)
+            hid = hid_cache.get(name)
+            if hid is None:
+                hid = host_id(name)
+            fp = xxh(url.encode("utf-8", "surrogatepass"))  # fingerprint()
             h = hosts.get(hid)
             if h is None:  # read, not yet dirty: a no-op add leaves the host alone
                 h = prev_hosts.get(hid)  # see Carry
                 if h is None:
                     h = hq.decode_host(txn.get(hq.hid_key(hid), db=self.dh))
                 hosts[hid] = h
-            kkey = hq.known_key(hid, fp)
+            kkey = known_key(hid, fp)
             # Mark it queued in one step when it is new (the common case);
             # undone below if the URL is not queued after all.
             old = None
-            if not txn.put(kkey, queued_v, overwrite=False, db=dk):
+            if not put(kkey, queued_v, overwrite=False, db=dk):
                 old = txn.get(kkey, db=dk)
                 state, cycle, _ = hq.decode_known(old)
                 if state == hq.QUEUED or state == hq.LEASED or (cycle == cycle16 and not readd):
@@ -353,7 +365,7 @@ class Tx(IpSlots):
                     groups[(hid, prio)] = [block_item(entry)]
                 else:
                     group.append(block_item(entry))
-            self.dirty.add(hid)
+            dirty.add(hid)
             h.queued += 1
             added += 1
         for (hid, prio), items in sorted(groups.items()):  # queue pages in key order
