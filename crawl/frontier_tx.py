@@ -18,7 +18,7 @@ from . import hostqueue as hq
 from . import records
 from .frontier_ip import IpSlots
 from .hostqueue import HostState
-from .politeness import MAX_PRIORITY, effective_priority, host_of
+from .politeness import MAX_PRIORITY, _fast_host, effective_priority, host_of
 from .records import Record
 
 # Outcomes after which the URL goes back for another try (with backoff).
@@ -243,13 +243,9 @@ class Tx(IpSlots):
         else:
             self.schedule(hid, h, h.head)
 
-    def tail_block(self, hid: int, h: HostState, prio: int) -> tuple[bytes, bytes] | None:
-        """(key, value) of the last block of the host's queue at ``prio``, or None."""
-        if h.tail_prio == prio:  # the block the last add used (see HostState)
-            key = hq.queue_key(hid, prio, h.tail_seq)
-            block = self.txn.get(key, db=self.dq)
-            if block is not None:
-                return key, block
+    def find_tail(self, hid: int, prio: int) -> tuple[bytes, bytes] | None:
+        """(key, value) of the last block of the host's queue at ``prio``, or None,
+        found by a cursor search (``append`` tries the block HostState names first)."""
         cur = self.qcur
         found = cur.set_range(hq.queue_key(hid, prio + 1, 0)) if prio < 255 else False
         found = cur.prev() if found else cur.last()
@@ -261,17 +257,30 @@ class Tx(IpSlots):
 
     def append(self, hid: int, h: HostState, prio: int, items: list[bytes]) -> None:
         """Append block items (in order) to the tail of the host's queue at ``prio``."""
-        tail = self.tail_block(hid, h, prio)
+        tail = None
+        if h.tail_prio == prio:  # the block the last add used (see HostState): one get
+            key = hq.queue_key(hid, prio, h.tail_seq)
+            block = self.txn.get(key, db=self.dq)
+            if block is not None:
+                tail = key, block
+        if tail is None:
+            tail = self.find_tail(hid, prio)
         i, n = 0, len(items)
         if tail is not None:
             key, block = tail
-            size, grown = len(block), [block]
-            while i < n and size + len(items[i]) <= hq.BLOCK:
-                grown.append(items[i])
-                size += len(items[i])
-                i += 1
-            if i:
-                self.txn.put(key, b"".join(grown), db=self.dq)
+            size = len(block)
+            if n == 1:  # one URL for this host in the batch (the common case)
+                if size + len(items[0]) <= hq.BLOCK:
+                    self.txn.put(key, block + items[0], db=self.dq)
+                    i = 1
+            else:
+                grown = [block]
+                while i < n and size + len(items[i]) <= hq.BLOCK:
+                    grown.append(items[i])
+                    size += len(items[i])
+                    i += 1
+                if i:
+                    self.txn.put(key, b"".join(grown), db=self.dq)
         while i < n:  # new blocks: a fresh sequence number keeps them after every older one
             grown, size = [items[i]], len(items[i])
             i += 1
@@ -315,7 +324,7 @@ class Tx(IpSlots):
             try:
                 if not isinstance(url, str) or not url:
                     raise ValueError('no "url" string')
-                name = host_of(url)
+                name = _fast_host(url) or host_of(url)  # (host_of tries _fast_host first too)
                 prio = effective_priority(url, rec.get("priority"), rec.get("depth"))
                 due = rec.get("due")
                 if due is not None:

@@ -97,6 +97,7 @@ _QVAL = struct.Struct("<BBBH")
 _PREFIXES = ("http://", "https://")
 _FULL = 2
 _DROP_SET = frozenset(("kind", "v", "url", "due"))
+_KEEP: dict[tuple[str, ...], tuple[str, ...]] = {}  # a record's keys -> the ones an entry keeps, in order
 
 
 def encode_entry(url: str, host: str, rec: dict[str, Any] | None, attempts: int, fails: int,
@@ -112,9 +113,14 @@ def encode_entry(url: str, host: str, rec: dict[str, Any] | None, attempts: int,
         raise ValueError("URL longer than 32767 bytes")
     extra = b""
     if rec is not None:
-        fields = {k: v for k, v in rec.items() if k not in _DROP_SET}  # one pass, in the record's order
-        if fields:
-            extra = orjson.dumps(fields)
+        shape = tuple(rec)
+        keep = _KEEP.get(shape)
+        if keep is None:  # the fields to keep, once per shape of record (a source sends one or a few)
+            if len(_KEEP) >= 256:
+                _KEEP.clear()
+            keep = _KEEP[shape] = tuple(k for k in shape if k not in _DROP_SET)
+        if keep:
+            extra = orjson.dumps({k: rec[k] for k in keep} if len(keep) > 1 else {keep[0]: rec[keep[0]]})
             if len(extra) > 0xFFF0 - len(raw):
                 raise ValueError("record too large for the frontier (over 64 KiB of fields)")
     return _pack(flag, attempts if attempts < 255 else 255, fails if fails < 255 else 255, len(raw)) + raw + extra
