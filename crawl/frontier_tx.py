@@ -109,6 +109,7 @@ class Tx(IpSlots):
         self.new_deadlines: list[tuple[bytes, bytes]] = []
         self.known_puts: list[tuple[bytes, bytes]] = []  # (see set_known)
         self.gone_deadlines: list[bytes] = []  # (see drop_deadline)
+        self.sched_puts: dict[int, bytes] = {}  # host id -> its schedule key not yet written (see schedule)
         self.hids: dict[str, int] = {}
         self.delta: dict[str, int] = {}
         self.cycle = _get_int(txn, self.dm, b"cycle")
@@ -176,6 +177,8 @@ class Tx(IpSlots):
             self.flush_known()
         if self.gone_deadlines:
             self.flush_deadlines()
+        if self.sched_puts:
+            self.flush_sched()
         for name in self.delta:
             self.txn.put(name.encode(), hq.u64(self.counter(name)), db=self.dm)
         self.wrote = self.wrote or bool(self.dirty or self.delta)  # (and flush_ips sets it)
@@ -220,7 +223,8 @@ class Tx(IpSlots):
 
     def unschedule(self, hid: int, h: HostState) -> None:
         if h.sched < hq.WAITING_IP:
-            self.txn.delete(hq.sched_key(h.sched, h.sched_ms, hid), db=self.ds)
+            if self.sched_puts.pop(hid, None) is None:  # not written yet: nothing to delete
+                self.txn.delete(hq.sched_key(h.sched, h.sched_ms, hid), db=self.ds)
         elif h.sched == hq.WAITING_IP:
             self.txn.delete(h.ip.encode() + b"\0" + hq.hid_key(hid), db=self.dipw)
         h.sched = hq.NOT_SCHEDULED
@@ -231,8 +235,15 @@ class Tx(IpSlots):
         if h.sched == prio and h.sched_ms == t_ms:
             return
         self.unschedule(hid, h)
-        self.txn.put(hq.sched_key(prio, t_ms, hid), b"", db=self.ds)
+        self.sched_puts[hid] = hq.sched_key(prio, t_ms, hid)  # written by flush_sched
         h.sched, h.sched_ms = prio, t_ms
+
+    def flush_sched(self) -> None:
+        """Write the schedule entries made since the last call, in key order
+        through one cursor (a batch's released hosts share a few pages)."""
+        keys = sorted(self.sched_puts.values())
+        self.sched_puts.clear()
+        self.txn.cursor(db=self.ds).putmulti([(k, b"") for k in keys])
 
     def reschedule(self, hid: int, h: HostState) -> None:
         """Schedule a host with nothing in flight at the priority of its first ready URL."""
@@ -418,6 +429,8 @@ class Tx(IpSlots):
     # ---- next -----------------------------------------------------------------
 
     def lease(self, n: int, lease_seconds: float) -> list[Record]:
+        if self.sched_puts:  # read below (the hosts it puts back go behind now: see lease_host)
+            self.flush_sched()
         out: list[Record] = []
         cur = self.txn.cursor(db=self.ds)
         unpack, now_ms = hq.unpack_sched_key, self.now_ms
@@ -587,6 +600,8 @@ class Tx(IpSlots):
         self.txn.put(b"idle", orjson.dumps([self.now, idle, idle_s, span_s]), db=self.dm)
 
     def next_due(self) -> float | None:
+        if self.sched_puts:
+            self.flush_sched()
         best: float | None = None
         cur = self.txn.cursor(db=self.ds)
         for prio in range(MAX_PRIORITY + 1):
