@@ -240,10 +240,12 @@ static PyObject *hash_texts(PyObject *self, PyObject *args)
     }
     if (n < 1)
         return PyErr_Format(PyExc_ValueError, "a shingle needs at least one word, got %zd", n);
-    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of bytes");
+    /* tuples, not the caller's lists: a prefix's __index__ (Python code) could change a list
+     * between the pass that measures the texts and the one that reads them */
+    PyObject *seq = PySequence_Tuple(texts);
     if (!seq)
         return NULL;
-    PyObject *pre = PySequence_Fast(prefixes, "prefixes must be a sequence of int");
+    PyObject *pre = PySequence_Tuple(prefixes);
     if (!pre) {
         Py_DECREF(seq);
         return NULL;
@@ -278,6 +280,8 @@ static PyObject *hash_texts(PyObject *self, PyObject *args)
     uint32_t *starts = scratch(&word_scratch, bound * (2 * sizeof(uint32_t) + 1));
     PyObject *cuts = PyList_New(ntexts), *keys = PyList_New(ntexts), *wholes = PyList_New(ntexts), *hashes = NULL;
     Py_ssize_t *counts = PyMem_Malloc((size_t)(ntexts + 1) * sizeof(Py_ssize_t));
+    if (!counts)
+        PyErr_NoMemory();
     if (!starts || !cuts || !keys || !wholes || !counts)
         goto fail;
     Words all = {starts, starts + bound, (unsigned char *)(starts + 2 * bound)};
@@ -451,7 +455,7 @@ static PyObject *simhashes(PyObject *self, PyObject *args)
         goto fail;
     }
     Py_ssize_t total = buf.len / 8;
-    seq = PySequence_Fast(spans, "spans must be a sequence of (start, end)");
+    seq = PySequence_Tuple(spans); /* not the caller's list: an __index__ below may change it */
     out = seq ? PyList_New(PySequence_Fast_GET_SIZE(seq)) : NULL;
     if (!out)
         goto fail;

@@ -227,3 +227,35 @@ def test_utf8_check_agrees_with_decode(data: bytes) -> None:
     assert compiled.built.is_utf8(data) is valid
     fast, slow = both(to_utf8, data, Detected("utf-8", "meta"))
     assert fast == slow
+
+
+def test_hash_texts_of_a_list_changed_while_it_is_read() -> None:
+    # a prefix's __index__ (Python code) replaces a text the C loop has already measured: the
+    # words found in the old text must not be read from the new, shorter one (out of bounds)
+    c = compiled.built
+    assert c is not None
+    texts = [b"a b", b"word " * 2000 + b"x" * 40]
+    original = list(texts)
+
+    class Sneaky:
+        def __index__(self) -> int:
+            texts[1] = bytes(3)
+            return 7
+
+    got = c.hash_texts(texts, [Sneaky(), 1], 4)
+    assert got == c.hash_texts(original, [7, 1], 4)
+
+
+def test_simhashes_of_spans_changed_while_they_are_read() -> None:
+    # an end's __index__ empties the list of spans while its (start, end) tuple is being read
+    c = compiled.built
+    assert c is not None
+    words = np.arange(50, dtype=np.uint64)
+
+    class Sneaky:
+        def __index__(self) -> int:
+            spans.clear()
+            return 50
+
+    spans: list[tuple[int, object]] = [(0, Sneaky()), (0, 50)]
+    assert c.simhashes(words, spans, 4) == c.simhashes(words, [(0, 50), (0, 50)], 4)
