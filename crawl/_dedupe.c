@@ -795,7 +795,7 @@ static int fold_reference(Buf *b, const unsigned char *ref, Py_ssize_t len)
     PyObject *key = PyBytes_FromStringAndSize((const char *)ref, len);
     if (!key)
         return -1;
-    PyObject *folded = PyDict_GetItemWithError(reference_cache, key); /* borrowed */
+    PyObject *folded = PyDict_GetItemWithError(reference_cache, key), *owned = NULL; /* borrowed */
     if (!folded && PyErr_Occurred()) {
         Py_DECREF(key);
         return -1;
@@ -831,24 +831,30 @@ static int fold_reference(Buf *b, const unsigned char *ref, Py_ssize_t len)
             Py_DECREF(key);
             return -1;
         }
-        if (PyDict_GET_SIZE(reference_cache) >= 4096)
-            PyDict_Clear(reference_cache);
-        r = PyDict_SetItem(reference_cache, key, folded);
         if (folded != Py_None)
-            Py_DECREF(folded); /* the dict holds it */
-        if (r < 0) {
-            Py_DECREF(key);
-            return -1;
+            owned = folded; /* ours until used, the dict's too if kept */
+        if (len <= 64) { /* not a megabyte of leading zeros kept from page to page */
+            if (PyDict_GET_SIZE(reference_cache) >= 4096)
+                PyDict_Clear(reference_cache);
+            r = PyDict_SetItem(reference_cache, key, folded);
+            if (r < 0) {
+                Py_XDECREF(owned);
+                Py_DECREF(key);
+                return -1;
+            }
         }
     }
     Py_DECREF(key);
     if (folded == Py_None)
         return 1;
     Py_ssize_t n = PyBytes_GET_SIZE(folded);
-    if (buf_room(b, n) < 0)
+    if (buf_room(b, n) < 0) {
+        Py_XDECREF(owned);
         return -1;
+    }
     memcpy(b->v + b->n, PyBytes_AS_STRING(folded), (size_t)n);
     b->n += n;
+    Py_XDECREF(owned);
     return 0;
 }
 

@@ -259,3 +259,21 @@ def test_simhashes_of_spans_changed_while_they_are_read() -> None:
 
     spans: list[tuple[int, object]] = [(0, Sneaky()), (0, 50)]
     assert c.simhashes(words, spans, 4) == c.simhashes(words, [(0, 50), (0, 50)], 4)
+
+
+def test_long_references_are_not_kept_from_page_to_page() -> None:
+    # the fold keeps folded references for the next page; a page's numeric reference may be
+    # megabytes of leading zeros (hex has no digit limit): 4,096 of those must not be kept
+    import tracemalloc
+
+    c = compiled.built
+    assert c is not None
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(16):
+            assert c.fold_text(b"&#x" + b"0" * 1_000_000 + b"%x;" % (0x61 + i), True) == bytes([0x61 + i])
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 4_000_000
