@@ -26,7 +26,14 @@ random page per URL. A random page costs ~3 us to copy on first write and
 batch already dirtied ~2 us in all. So keys start with the host id (queue,
 known), host ids are handed out in order of first sight, leases and
 deadlines are appended in key order, and a released host needs only its own
-state (``HostState.head``), not its queue.
+state (``HostState.head``), not its queue. What a batch writes in many
+places (host and address states, known states, schedule entries, deadline
+deletions) is collected and written once, at ``Tx.flush``, in key order
+through one cursor: LMDB skips the descent from the root when the next key
+is on the page the cursor is at. And a transaction starts from the host and
+address states this process's previous one committed, if no other writer
+committed in between (``frontier_tx.Carry``, at most 4,096 hosts): a
+completion does not read back and decode the hosts its lease batch wrote.
 
 Every public method runs in ONE write transaction and commits (fsynced)
 before it returns, so a caller writes its output only after the state it
