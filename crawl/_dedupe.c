@@ -68,6 +68,8 @@ static uint64_t word_hash(const unsigned char *p, Py_ssize_t n, Py_ssize_t room,
         }
         uint64_t h = PyLong_AsUnsignedLongLongMask(r);
         Py_DECREF(r);
+        if (h == (uint64_t)-1 && PyErr_Occurred())
+            *err = 1;
         return h;
     }
     if (room >= 32) { /* the usual case, without a branch on the length: read 8, keep n */

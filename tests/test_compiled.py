@@ -277,3 +277,24 @@ def test_long_references_are_not_kept_from_page_to_page() -> None:
     finally:
         tracemalloc.stop()
     assert kept < 4_000_000
+
+
+def test_a_failing_long_word_hash_is_an_error() -> None:
+    # the hash of a word over 32 bytes comes from a Python callable: what it raises (or a
+    # result that is no int) must come back as that error, not a result with an error set
+    from crawl import simhash
+
+    c = compiled.built
+    assert c is not None
+    constants = (*simhash._K, simhash._Q, simhash._C, simhash._P)
+    try:
+        c.configure_simhash(*constants, lambda word: "not an int")
+        try:
+            c.hash_texts([b"x" * 40], [0], 4)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("no error")
+    finally:
+        c.configure_simhash(*constants, simhash.xxhash.xxh3_64_intdigest)
+    assert hash_texts([b"x" * 40], [0], 4)[0].tolist() == [simhash.xxhash.xxh3_64_intdigest(b"x" * 40)]
