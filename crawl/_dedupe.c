@@ -463,7 +463,10 @@ static PyObject *simhashes(PyObject *self, PyObject *args)
         goto fail;
     for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
         Py_ssize_t s, e;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "nn", &s, &e))
+        PyObject *pair = PySequence_Tuple(PySequence_Fast_GET_ITEM(seq, k)); /* (a list too) */
+        int ok = pair && PyArg_ParseTuple(pair, "nn", &s, &e);
+        Py_XDECREF(pair);
+        if (!ok)
             goto fail;
         if (s < 0 || e < s || e > total) {
             PyErr_Format(PyExc_IndexError, "span (%zd, %zd) outside %zd words", s, e, total);

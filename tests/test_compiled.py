@@ -298,3 +298,10 @@ def test_a_failing_long_word_hash_is_an_error() -> None:
     finally:
         c.configure_simhash(*constants, simhash.xxhash.xxh3_64_intdigest)
     assert hash_texts([b"x" * 40], [0], 4)[0].tolist() == [simhash.xxhash.xxh3_64_intdigest(b"x" * 40)]
+
+
+def test_simhashes_of_spans_given_as_lists() -> None:
+    # any (start, end) pair, as the Python loop takes it: a list was a SystemError
+    words = np.arange(50, dtype=np.uint64)
+    fast, slow = both(simhashes, words, [[0, 20], [20, 50]], 4)
+    assert fast == slow
