@@ -73,10 +73,14 @@ class Meter:
         self.raw = 0
         self.broken = ""
         self._d: Any = None
+        # deflate: what came before the first decoded byte; if the stream turns out to be
+        # raw deflate it is decoded again from there (a 1-byte first chunk was lost)
+        self._start: bytes | None = None
         if self.kind == "gzip":
             self._d = zlib.decompressobj(zlib.MAX_WBITS | 32)
         elif self.kind == "deflate":
             self._d = zlib.decompressobj(zlib.MAX_WBITS)
+            self._start = b""
         elif self.kind == "br":
             self._d = brotli.Decompressor()
 
@@ -106,16 +110,21 @@ class Meter:
                     self._out(self._d.process(b"", output_buffer_limit=_PIECE))
             else:
                 data = chunk
+                if self.kind == "deflate" and self._start is not None:
+                    self._start = self._start + chunk if len(self._start) < _PIECE else None
                 while data:
                     try:
                         self._out(self._d.decompress(data, _PIECE))
                     except zlib.error:
-                        if self.kind == "deflate" and self.decoded == 0:
+                        if self.kind == "deflate" and self.decoded == 0 and self._start is not None:
                             # RFC 9110 8.4.1.2 says zlib-wrapped; some servers send raw deflate
                             self._d, self.kind = zlib.decompressobj(-zlib.MAX_WBITS), "raw-deflate"
+                            data, self._start = self._start, None
                             continue
                         raise
                     data = self._d.unconsumed_tail
+                    if self.decoded and self.kind == "deflate":
+                        self._start = None
         except (zlib.error, brotli.error) as exc:
             self.broken = f"{self.kind} stream is corrupt: {exc}"
 

@@ -47,6 +47,17 @@ def test_meter_counts_and_keeps_exactly_what_decodes(data: bytes, kind: str, cut
     assert not m.broken
 
 
+def test_raw_deflate_is_recognised_whatever_the_first_chunk() -> None:
+    # a server that sends raw deflate as "deflate", one byte at a time (a slow drip): the
+    # zlib decoder takes the first byte before it fails, and it must not be lost
+    data = b"a page of text " * 200
+    raw = _encode("raw-deflate", data)
+    for first in (1, 2, 3, len(raw)):
+        m = Meter("deflate", max_decoded=10 << 20, max_ratio=1e9, keep=100_000)
+        _feed(m, raw, list(range(first, len(raw))) if first == 1 else [first])
+        assert (m.decoded, m.text(), m.broken) == (len(data), data, "")
+
+
 @pytest.mark.parametrize("kind", ["gzip", "br"])
 def test_bombs_stop_early(kind: str) -> None:
     raw = _encode(kind, bytes(100 << 20))
