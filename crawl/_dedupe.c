@@ -562,6 +562,7 @@ static int nameset_has(const NameSet *s, const unsigned char *p, Py_ssize_t n)
 }
 
 static int configured_text;
+static PyObject *reference_cache; /* (below: fold_reference) */
 
 static PyObject *unescape;   /* html.unescape, for one character reference at a time */
 static Py_UCS4 spaces[32];   /* the non-ASCII code points folded to ' ' (crawl.text._UNICODE_SPACES) */
@@ -584,6 +585,7 @@ static PyObject *configure_text(PyObject *self, PyObject *args)
         spaces[i] = PyUnicode_READ_CHAR(space, i);
     Py_XSETREF(unescape, Py_NewRef(fn));
     init_folded2();
+    Py_CLEAR(reference_cache); /* folded by the old configuration */
     configured_text = 1;
     Py_RETURN_NONE;
 }

@@ -305,3 +305,21 @@ def test_simhashes_of_spans_given_as_lists() -> None:
     words = np.arange(50, dtype=np.uint64)
     fast, slow = both(simhashes, words, [[0, 20], [20, 50]], 4)
     assert fast == slow
+
+
+def test_configure_text_forgets_the_references_folded_before() -> None:
+    # the folded references are kept from call to call; configured again (other spaces),
+    # a reference must fold by the new configuration, not the one it was first folded by
+    from crawl import text
+
+    c = compiled.built
+    assert c is not None
+    config = ([t.encode() for t in text.RAW_TEXT_TAGS], [t.encode() for t in text.BLOCK_TAGS],
+              text._CONTAINERS, sorted(text._VOID), text.htmllib.unescape)
+    try:
+        assert c.fold_text(b"a&#x3000;b", True) == b"a b"
+        c.configure_text(*config, text._UNICODE_SPACES.replace("\u3000", ""))
+        assert c.fold_text(b"a&#x3000;b", True) == "a\u3000b".encode()
+    finally:
+        c.configure_text(*config, text._UNICODE_SPACES)
+    assert c.fold_text(b"a&#x3000;b", True) == b"a b"
