@@ -86,7 +86,9 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
             return _event(t, rec, "frontier.bad-record", error=problem)
     lease_id = _parse_lease(name)
     lkey = hq.u64(lease_id) if lease_id is not None else None
-    raw = t.txn.pop(lkey, db=t.dl) if lkey is not None else None  # one search, not a get and a delete
+    # One search, not a get and a delete; a batch's leases are neighbours, and
+    # a positioned cursor finds the next one on its page without descending.
+    raw = t.cursor("leases").pop(lkey) if lkey is not None else None
     if raw is None:
         return _event(
             t, rec, "frontier.unknown-lease",

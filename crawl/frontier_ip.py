@@ -46,6 +46,9 @@ class IpSlots:
     def host(self, hid: int) -> hq.HostState:  # provided by Tx
         raise NotImplementedError
 
+    def cursor(self, name: str) -> Any:  # provided by Tx
+        raise NotImplementedError
+
     def reschedule(self, hid: int, h: hq.HostState) -> None:  # provided by Tx
         raise NotImplementedError
 
@@ -54,7 +57,7 @@ class IpSlots:
         if st is None:
             st = self.prev_ips.get(ip)
             if st is None:
-                v = self.txn.get(ip.encode(), db=self.dip)
+                v = self.cursor("ips").get(ip.encode())
                 st = _NONE if v is None else _IPVAL.unpack(v)
             self.ips[ip] = st
         return st
@@ -66,10 +69,12 @@ class IpSlots:
 
     def flush_ips(self) -> None:
         now, ips, puts = self.now, self.ips, []
+        cur = self.cursor("ips")
         for ip in sorted(self.dirty_ips):  # in key order: neighbouring pages
             inflight, slow = ips[ip]
             if inflight <= 0 and slow <= now:
-                self.txn.delete(ip.encode(), db=self.dip)
+                if cur.set_key(ip.encode()):
+                    cur.delete()
                 ips[ip] = _NONE
             else:
                 puts.append((ip.encode(), _IPVAL.pack(inflight, slow)))

@@ -104,6 +104,7 @@ class Tx(IpSlots):
             self.prev_hosts, self.prev_ips = carry.hosts, carry.ips
         self.counters: dict[str, int] = {}
         self.qcur = txn.cursor(db=self.dq)  # one queue cursor, repositioned per use
+        self.cursors: dict[str, Any] = {}  # (see cursor)
         self.new_leases: list[tuple[bytes, bytes]] = []
         self.lease_id = 0  # the last lease id handed out by lease()
         self.new_deadlines: list[tuple[bytes, bytes]] = []
@@ -131,6 +132,13 @@ class Tx(IpSlots):
         self.count(name)
         return self.counter(name)
 
+    def cursor(self, name: str) -> Any:
+        """One cursor per database for this transaction, kept where it was last used."""
+        cur = self.cursors.get(name)
+        if cur is None:
+            cur = self.cursors[name] = self.txn.cursor(db=self.fr.db[name])
+        return cur
+
     def host(self, hid: int) -> HostState:
         h = self.hosts.get(hid)
         if h is None:
@@ -142,7 +150,7 @@ class Tx(IpSlots):
         """The host's state, cached in this transaction (not marked dirty)."""
         h = self.prev_hosts.get(hid)
         if h is None:
-            h = hq.decode_host(self.txn.get(hq.hid_key(hid), db=self.dh))
+            h = hq.decode_host(self.cursor("hosts").get(hq.hid_key(hid)))  # (see add_many)
         self.hosts[hid] = h
         return h
 
@@ -271,7 +279,7 @@ class Tx(IpSlots):
         tail = None
         if h.tail_prio == prio:  # the block the last add used (see HostState): one get
             key = hq.queue_key(hid, prio, h.tail_seq)
-            block = self.txn.get(key, db=self.dq)
+            block = self.qcur.get(key)  # (positioned there for the put below)
             if block is not None:
                 tail = key, block
         if tail is None:
@@ -282,7 +290,7 @@ class Tx(IpSlots):
             size = len(block)
             if n == 1:  # one URL for this host in the batch (the common case)
                 if size + len(items[0]) <= hq.BLOCK:
-                    self.txn.put(key, block + items[0], db=self.dq)
+                    self.qcur.put(key, block + items[0])
                     i = 1
             else:
                 grown = [block]
@@ -291,7 +299,7 @@ class Tx(IpSlots):
                     size += len(items[i])
                     i += 1
                 if i:
-                    self.txn.put(key, b"".join(grown), db=self.dq)
+                    self.qcur.put(key, b"".join(grown))
         while i < n:  # new blocks: a fresh sequence number keeps them after every older one
             grown, size = [items[i]], len(items[i])
             i += 1
@@ -327,7 +335,12 @@ class Tx(IpSlots):
         cycle16 = self.cycle & 0xFFFF
         now, block_item, encode_entry = self.now, hq.block_item, hq.encode_entry
         hid_cache, host_id, xxh, known_key = self.fr.hid_cache, self.host_id, xxhash.xxh3_64_intdigest, hq.known_key
-        put, dirty = txn.put, self.dirty
+        dirty = self.dirty
+        # Cursors, not txn.get/put: a batch's hosts and known keys come in
+        # runs of neighbours, and a positioned cursor finds a key on the
+        # page it is at without descending from the root.
+        kput = self.cursor("known").put
+        hget = self.cursor("hosts").get
         groups: dict[tuple[int, int], list[bytes]] = {}
         added = known = dropped = rejected = 0
         for rec in recs:
@@ -352,13 +365,13 @@ class Tx(IpSlots):
             if h is None:  # read, not yet dirty: a no-op add leaves the host alone
                 h = prev_hosts.get(hid)  # see Carry
                 if h is None:
-                    h = hq.decode_host(txn.get(hq.hid_key(hid), db=self.dh))
+                    h = hq.decode_host(hget(hq.hid_key(hid)))
                 hosts[hid] = h
             kkey = known_key(hid, fp)
             # Mark it queued in one step when it is new (the common case);
             # undone below if the URL is not queued after all.
             old = None
-            if not put(kkey, queued_v, overwrite=False, db=dk):
+            if not kput(kkey, queued_v, overwrite=False):
                 old = txn.get(kkey, db=dk)
                 state, cycle, _ = hq.decode_known(old)
                 if state == hq.QUEUED or state == hq.LEASED or (cycle == cycle16 and not readd):
