@@ -569,12 +569,15 @@ static Py_UCS4 spaces[32];   /* the non-ASCII code points folded to ' ' (crawl.t
 static Py_ssize_t nspaces;
 
 static void init_folded2(void);
+static uint64_t name_seed;
 
 static PyObject *configure_text(PyObject *self, PyObject *args)
 {
     PyObject *raw, *block, *container, *isvoid, *fn, *space;
-    if (!PyArg_ParseTuple(args, "OOOOOU", &raw, &block, &container, &isvoid, &fn, &space))
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "OOOOOUK", &raw, &block, &container, &isvoid, &fn, &space, &seed))
         return NULL;
+    name_seed = seed;
     if (nameset_set(&RAW_TEXT, raw) < 0 || nameset_set(&BLOCK, block) < 0 ||
         nameset_set(&CONTAINER, container) < 0 || nameset_set(&VOID, isvoid) < 0)
         return NULL;
@@ -1057,12 +1060,18 @@ typedef struct {
     Py_ssize_t cap, n;
 } Names;
 
+/* FNV-1a from a per-process random start (name_seed, from configure_text), then a
+ * multiply-xorshift: a page cannot be built offline whose tag names all fall in one chain of
+ * the table (that made interning quadratic) */
+
 static uint64_t name_hash(const unsigned char *p, Py_ssize_t n)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = name_seed;
     for (Py_ssize_t i = 0; i < n; i++)
         h = (h ^ LOWER[p[i]]) * 1099511628211ULL;
-    return h;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDULL;
+    return h ^ h >> 33;
 }
 
 static Py_ssize_t intern_name(Names *t, const unsigned char *page, Py_ssize_t start, Py_ssize_t len)

@@ -35,6 +35,7 @@ returns it already folded (:func:`fold`) for :mod:`crawl.simhash`.
 from __future__ import annotations
 
 import html as htmllib
+import os
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -84,9 +85,28 @@ _SEPARATOR = {name: _NL for t in BLOCK_TAGS for name in (t.encode(), b"/" + t.en
 _CONTAINERS = [t.encode() for t in BOILERPLATE_TAGS if t not in RAW_TEXT_TAGS and t != "embed"]
 _CONTAINER_TAGS = frozenset(_CONTAINERS + [b"/" + t for t in _CONTAINERS])
 _VOID = frozenset(b"area base br col embed hr img input link meta param source track wbr".split())
+# a decimal reference of thousands of digits: int() refuses it (ValueError), html.unescape with it
+_LONG_DECIMAL = re.compile(r"&#([0-9]{4000,})(;?)")
+
+
+def _short_decimal(m: re.Match[str]) -> str:
+    digits = m.group(1).lstrip("0") or "0"
+    return "\ufffd" if len(digits) > 7 else f"&#{digits}{m.group(2)}"  # 8 digits: past U+10FFFF
+
+
+def _unescape(s: str) -> str:
+    """``html.unescape``, which never raises: a decimal reference too long for ``int()``
+    is read without its leading zeros, and one still that long is U+FFFD, as html.unescape
+    makes any number past U+10FFFF."""
+    if "&#" in s and _LONG_DECIMAL.search(s):
+        s = _LONG_DECIMAL.sub(_short_decimal, s)
+    return htmllib.unescape(s)
+
+
 if compiled.built is not None:
     compiled.built.configure_text([t.encode() for t in RAW_TEXT_TAGS], [t.encode() for t in BLOCK_TAGS],
-                                  _CONTAINERS, sorted(_VOID), htmllib.unescape, _UNICODE_SPACES)
+                                  _CONTAINERS, sorted(_VOID), _unescape, _UNICODE_SPACES,
+                                  int.from_bytes(os.urandom(8), "little"))
 
 
 @dataclass
@@ -195,7 +215,7 @@ def _entities(text: bytes, folded: bool) -> bytes:
         if out is not None:
             return out  # type: ignore[no-any-return]
     if b"&" in text:
-        s = htmllib.unescape(text.decode("utf-8", "replace"))
+        s = _unescape(text.decode("utf-8", "replace"))
         return (_fold_str(s) if folded else s).encode("utf-8", "replace")
     return fold(text) if folded and not text.isascii() else text
 
@@ -294,7 +314,7 @@ def _canonical(page: bytes, low: bytes, base_url: str | None) -> str | None:
             attrs: dict[bytes, bytes] = {}
             for a in _ATTR.finditer(page, *m.span(1)):
                 attrs.setdefault(a.group(1).lower(), a.group(2) or a.group(3) or a.group(4) or b"")
-            href = htmllib.unescape(attrs.get(b"href", b"").decode("utf-8", "replace")).strip()
+            href = _unescape(attrs.get(b"href", b"").decode("utf-8", "replace")).strip()
             if b"canonical" in attrs.get(b"rel", b"").lower().split() and href:
                 if not base_url or href[:8].lower().startswith(("http://", "https://")):
                     return href  # absolute: urljoin would parse both URLs to hand it back (most pages)

@@ -315,11 +315,11 @@ def test_configure_text_forgets_the_references_folded_before() -> None:
     c = compiled.built
     assert c is not None
     config = ([t.encode() for t in text.RAW_TEXT_TAGS], [t.encode() for t in text.BLOCK_TAGS],
-              text._CONTAINERS, sorted(text._VOID), text.htmllib.unescape)
+              text._CONTAINERS, sorted(text._VOID), text._unescape)
     try:
         assert c.fold_text(b"a&#x3000;b", True) == b"a b"
-        c.configure_text(*config, text._UNICODE_SPACES.replace("\u3000", ""))
+        c.configure_text(*config, text._UNICODE_SPACES.replace("\u3000", ""), 1)
         assert c.fold_text(b"a&#x3000;b", True) == "a\u3000b".encode()
     finally:
-        c.configure_text(*config, text._UNICODE_SPACES)
+        c.configure_text(*config, text._UNICODE_SPACES, 2)
     assert c.fold_text(b"a&#x3000;b", True) == b"a b"

@@ -209,3 +209,15 @@ def test_hostile_boilerplate_nesting_is_read_in_bounded_passes() -> None:
             assert analyse(forms, folded=True).raw.split() == [b"w"]
         finally:
             compiled.use(True)
+
+
+def test_a_reference_too_long_for_int_is_read_not_raised() -> None:
+    # html.unescape raises ValueError on a decimal reference of over 4,300 digits
+    for on in (True, False):
+        compiled.use(on)
+        try:
+            assert analyse(b"<p>a &#" + b"9" * 5000 + b"; b</p>", folded=True).raw.split() == [b"a", "\ufffd".encode(), b"b"]
+            assert analyse(b"<p>a &#" + b"0" * 5000 + b"65 b</p>", folded=True).raw.split() == [b"a", b"a", b"b"]
+            assert analyse(b"<p>x &#" + b"1" * 5000 + b"</p>").raw.split() == [b"x", "\ufffd".encode()]
+        finally:
+            compiled.use(True)
