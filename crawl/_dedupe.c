@@ -130,6 +130,19 @@ static void *scratch(Scratch *s, size_t bytes)
     return s->v;
 }
 
+static void scratch_trim(Scratch *s);
+
+/* done with a scratch: the shared one is trimmed and freed for the next call, one's own freed */
+static void release_scratch(Scratch *s, int owner, int *busy)
+{
+    if (owner) {
+        scratch_trim(s);
+        *busy = 0;
+    } else {
+        PyMem_Free(s->v);
+    }
+}
+
 static void scratch_trim(Scratch *s) /* an 8 MB page's worth is not kept */
 {
     if (s->cap > (16u << 20)) {
@@ -267,19 +280,25 @@ static PyObject *hash_texts(PyObject *self, PyObject *args)
         }
     }
     /* where the words are, for every text first: then the hashes are written straight into
-     * a bytes object of the right size */
-    static Scratch word_scratch;
+     * a bytes object of the right size. The scratch is shared between calls, but the hashing
+     * calls xxh3 for long words, which may let another thread in: a call that finds the
+     * shared scratch in use takes its own. */
+    static Scratch shared;
+    static int shared_busy;
+    Scratch own = {NULL, 0};
+    int owner = !shared_busy;
+    Scratch *word_scratch = owner ? &shared : &own;
+    shared_busy = 1;
     size_t bound = 0;
     for (Py_ssize_t t = 0; t < ntexts; t++) {
         Py_ssize_t len = PyBytes_GET_SIZE(PySequence_Fast_GET_ITEM(seq, t));
         if (len > (Py_ssize_t)UINT32_MAX - 64) {
-            Py_DECREF(seq);
-            Py_DECREF(pre);
-            return PyErr_Format(PyExc_ValueError, "a text of %zd bytes is too long to hash", len);
+            PyErr_Format(PyExc_ValueError, "a text of %zd bytes is too long to hash", len);
+            goto fail_early;
         }
         bound += (size_t)len / 2 + 1;
     }
-    uint32_t *starts = scratch(&word_scratch, bound * (2 * sizeof(uint32_t) + 1));
+    uint32_t *starts = scratch(word_scratch, bound * (2 * sizeof(uint32_t) + 1));
     PyObject *cuts = PyList_New(ntexts), *keys = PyList_New(ntexts), *wholes = PyList_New(ntexts), *hashes = NULL;
     Py_ssize_t *counts = PyMem_Malloc((size_t)(ntexts + 1) * sizeof(Py_ssize_t));
     if (!counts)
@@ -343,20 +362,22 @@ static PyObject *hash_texts(PyObject *self, PyObject *args)
             goto fail;
         PyList_SET_ITEM(wholes, t, v);
     }
-    scratch_trim(&word_scratch);
     scratch_trim(&bitmap_scratch);
+    release_scratch(word_scratch, owner, &shared_busy);
     PyMem_Free(counts);
     Py_DECREF(seq);
     Py_DECREF(pre);
     return Py_BuildValue("(NNNN)", hashes, cuts, keys, wholes);
 fail:
     PyMem_Free(counts);
-    Py_DECREF(seq);
-    Py_DECREF(pre);
     Py_XDECREF(hashes);
     Py_XDECREF(cuts);
     Py_XDECREF(keys);
     Py_XDECREF(wholes);
+fail_early:
+    release_scratch(word_scratch, owner, &shared_busy);
+    Py_DECREF(seq);
+    Py_DECREF(pre);
     return NULL;
 }
 

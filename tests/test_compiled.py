@@ -323,3 +323,28 @@ def test_configure_text_forgets_the_references_folded_before() -> None:
     finally:
         c.configure_text(*config, text._UNICODE_SPACES, 2)
     assert c.fold_text(b"a&#x3000;b", True) == b"a b"
+
+
+def test_hash_texts_called_again_from_inside_itself() -> None:
+    # the long-word hash is Python (xxh3 may let another thread in): a call made meanwhile
+    # must not reuse the scratch memory the first call is still reading
+    import xxhash
+
+    from crawl import simhash
+
+    c = compiled.built
+    assert c is not None
+    texts = [b" ".join(b"w%d" % i for i in range(3000)) + b" " + b"L" * 40 + b" tail", b"x y z " * 500]
+    expected = c.hash_texts(texts, [1, 2], 4)
+
+    def reentrant(word: bytes) -> int:
+        assert c.hash_texts([b"q " * 20_000], [3], 4)  # a bigger one: it would grow (move) the scratch
+        return xxhash.xxh3_64_intdigest(word)
+
+    constants = (*simhash._K, simhash._Q, simhash._C, simhash._P)
+    c.configure_simhash(*constants, reentrant)
+    try:
+        got = c.hash_texts(texts, [1, 2], 4)
+    finally:
+        c.configure_simhash(*constants, xxhash.xxh3_64_intdigest)
+    assert got == expected
