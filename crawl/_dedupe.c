@@ -96,19 +96,6 @@ static inline unsigned newline_bytes(uint64_t x)
     return pack(~(((y & LOW7) + LOW7) | y) & HIGH);
 }
 
-static inline int any_bit(const uint64_t *bm, Py_ssize_t a, Py_ssize_t b) /* a bit set in [a, b)? */
-{
-    for (; a < b; a = (a | 63) + 1) {
-        uint64_t x = bm[a >> 6] >> (a & 63);
-        Py_ssize_t span = 64 - (a & 63);
-        if (b - a < span)
-            x &= (1ULL << (b - a)) - 1;
-        if (x)
-            return 1;
-    }
-    return 0;
-}
-
 /* Scratch memory kept from call to call (the GIL is held throughout): fresh memory for every
  * group of pages cost a page fault per 4 KiB written, more than the hashing itself. */
 typedef struct {
@@ -193,8 +180,21 @@ static Py_ssize_t find_words(const unsigned char *p, Py_ssize_t len, Words *w)
         for (; ends; ends &= ends - 1)
             w->end[ne++] = (uint32_t)(c * 64 + __builtin_ctzll(ends));
     }
-    for (Py_ssize_t k = 0; k < ns; k++)
-        w->after_newline[k] = k > 0 && any_bit(nl, w->end[k - 1], w->start[k]);
+    /* a word follows a newline when one lies between it and the word before: walk the
+     * newlines (a few per block) and mark the first word after each, not a range test per word */
+    memset(w->after_newline, 0, (size_t)ns);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t c = 0; c < chunks; c++) {
+        for (uint64_t x = nl[c]; x; x &= x - 1) {
+            uint32_t q = (uint32_t)(c * 64 + __builtin_ctzll(x));
+            while (k < ns && w->start[k] < q)
+                k++;
+            if (k >= ns)
+                return ns;
+            if (k > 0)
+                w->after_newline[k] = 1;
+        }
+    }
     return ns;
 }
 
