@@ -45,7 +45,7 @@ from crawl.dedupe import Deduper, payload_digest  # noqa: E402
 from crawl.simhash import SimhashIndex  # noqa: E402
 from crawl.state import close_env, open_env  # noqa: E402
 
-ROUNDS = 3
+ROUNDS = 5
 rng = random.Random(42)
 VOCAB = ["".join(rng.choice("abcdefghijklmnoprstuvwy") for _ in range(rng.randrange(2, 10)))
          for _ in range(20_000)]
