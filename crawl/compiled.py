@@ -2,7 +2,7 @@
 
 The C module is optional: setup.py builds it where the install finds a C
 compiler, and crawl.text and crawl.simhash fall back to their Python
-versions, which give the same bytes and fingerprints, about twice as slowly
+versions, which give the same bytes and fingerprints, 2-2.5x more slowly
 on a text-heavy page. Each of those modules hands its constants and tag
 lists to the C module at import (one definition of each), and reads
 ``active`` on every call, so the tests and the benchmark can run both.

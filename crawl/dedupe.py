@@ -54,8 +54,8 @@ MIN_WORDS = 8  # fewer words than this is not enough text to call anything a nea
 REPEATED_BLOCK_PAGES = 5  # a block on this many original pages of a host is boilerplate
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "")
 _ONE_PAGE = (1).to_bytes(4, "big")
-# pages hashed together: numpy's per-call cost is shared (8 long articles, 32 short pages)
-_HASH_GROUP, _HASH_BYTES = 32, 96 << 10
+# pages hashed together: on the numpy path its per-call cost is shared (8 long articles, 32 short pages)
+_HASH_GROUP, _HASH_BYTES = 32, 256 << 10
 
 # body reader: record -> (body, content_type), or raises CrawlError
 Bodies = Callable[[Record], tuple[bytes, str]]

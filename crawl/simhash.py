@@ -6,9 +6,11 @@ Charikar's simhash, as used for web crawling by Manku, Jain and Das Sarma,
 features have bit i set than not. Similar documents differ in few bits, and
 pages within Hamming distance 3 count as near-duplicates.
 
-The arithmetic runs in numpy over the whole text at once, so no word or
-shingle ever becomes a Python object (a 600-word page is about 30 numpy
-calls, not thousands of Python ones):
+Where the install built crawl/_dedupe.c (see crawl.compiled), one compiled
+pass computes what follows; the numpy version below is the definition it is
+tested against and the fallback. The numpy arithmetic runs over the whole
+text at once, so no word or shingle ever becomes a Python object (a 600-word
+page is about 30 numpy calls, not thousands of Python ones):
 
 * a word's hash is its 8-byte chunks weighted by fixed odd constants,
   ``sum(chunk_k * K_k)`` mod 2**64, read with one 8-byte load per chunk at

@@ -30,6 +30,10 @@ Latin-1).
 
 The text stays UTF-8 bytes to the hash; :func:`analyse` with ``folded=True``
 returns it already folded (:func:`fold`) for :mod:`crawl.simhash`.
+That folded path, the one dedupe takes, runs compiled where the install
+built crawl/_dedupe.c (the tokenizer, the boilerplate cut and the folding in
+single passes; see crawl.compiled); the code here defines what it computes
+and is the fallback, and tests/test_compiled.py holds the two together.
 """
 
 from __future__ import annotations
