@@ -320,7 +320,7 @@ def _canonical(page: bytes, low: bytes, base_url: str | None) -> str | None:
                 attrs.setdefault(a.group(1).lower(), a.group(2) or a.group(3) or a.group(4) or b"")
             href = _unescape(attrs.get(b"href", b"").decode("utf-8", "replace")).strip()
             if b"canonical" in attrs.get(b"rel", b"").lower().split() and href:
-                if not base_url or href[:8].lower().startswith(("http://", "https://")):
+                if not base_url or href.startswith(("http://", "https://")):
                     return href  # absolute: urljoin would parse both URLs to hand it back (most pages)
                 return urljoin(base_url, href)
         pos = low.find(b"<link", pos + 5, head)

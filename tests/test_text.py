@@ -10,6 +10,7 @@ and where it knowingly differs the table below says how.
 from __future__ import annotations
 
 import codecs
+from urllib.parse import urljoin
 
 import pytest
 from hypothesis import given, settings
@@ -221,3 +222,10 @@ def test_a_reference_too_long_for_int_is_read_not_raised() -> None:
             assert analyse(b"<p>x &#" + b"1" * 5000 + b"</p>").raw.split() == [b"x", "\ufffd".encode()]
         finally:
             compiled.use(True)
+
+
+def test_an_absolute_canonical_link_comes_back_as_urljoin_gives_it() -> None:
+    # the absolute case skips urljoin; an upper-case scheme still goes through it
+    for href in ("http://a.test/x?q=1", "HTTP://A.test/./x", "https://a.test/", "//a.test/y", "/z"):
+        page = f'<head><link rel="canonical" href="{href}"></head><body><p>canonical</p>'.encode()
+        assert canonical_link(page, "http://b.test/dir/") == urljoin("http://b.test/dir/", href)
