@@ -912,14 +912,15 @@ static PyObject *fold_text(PyObject *self, PyObject *args)
     unsigned char *o = b.v;
     const uint64_t amp = entities ? '&' * ONES : 0x80 * ONES; /* (0x80 bytes stop the fast path anyway) */
     while (i < n) {
-        if (i + 8 <= n) { /* 8 ASCII bytes without an '&': lower-cased at once */
+        if (i + 8 <= n) { /* the ASCII bytes before the next '&' or non-ASCII one, 8 at a time */
             uint64_t x = load8(p + i), y = x ^ amp;
-            if (!((x | ~(((y & LOW7) + LOW7) | y)) & HIGH)) {
-                x = lower8(x);
-                memcpy(o, &x, 8);
-                o += 8, i += 8;
+            uint64_t stop = (x | ~(((y & LOW7) + LOW7) | y)) & HIGH;
+            uint64_t low = lower8(x);
+            memcpy(o, &low, 8); /* (there is room for 64 more: the bytes past the stop are written over) */
+            unsigned k = stop ? (unsigned)__builtin_ctzll(stop) >> 3 : 8;
+            o += k, i += k;
+            if (k)
                 continue;
-            }
         }
         unsigned char c = p[i];
         if (c < 0x80 && (c != '&' || !entities)) {
@@ -947,9 +948,14 @@ static PyObject *fold_text(PyObject *self, PyObject *args)
         } else {
             Py_UCS4 cp;
             int len;
-            if (c >= 0xC2 && c < 0xE0 && i + 1 < n && (p[i + 1] & 0xC0) == 0x80) /* 2 bytes: most letters */
+            if (c >= 0xC2 && c < 0xE0 && i + 1 < n && (p[i + 1] & 0xC0) == 0x80) { /* 2 bytes: most letters */
                 cp = (Py_UCS4)(c & 0x1F) << 6 | (p[i + 1] & 0x3F), len = 2;
-            else if (!(len = utf8_at(p, n, i, &cp)))
+                if (folded2[cp] == cp) { /* folds to itself (é, ß, а...): the same two bytes, no room needed */
+                    *o++ = c, *o++ = p[i + 1];
+                    i += 2;
+                    continue;
+                }
+            } else if (!(len = utf8_at(p, n, i, &cp)))
                 goto python;
             if (fold_cp(&cp))
                 goto python;
