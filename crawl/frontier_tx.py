@@ -18,7 +18,7 @@ from . import hostqueue as hq
 from . import records
 from .frontier_ip import IpSlots
 from .hostqueue import HostState
-from .politeness import MAX_PRIORITY, _fast_host, effective_priority, host_of
+from .politeness import MAX_PRIORITY, effective_priority, fast_host, host_of
 from .records import Record
 
 # Outcomes after which the URL goes back for another try (with backoff).
@@ -348,7 +348,7 @@ class Tx(IpSlots):
             try:
                 if not isinstance(url, str) or not url:
                     raise ValueError('no "url" string')
-                name = _fast_host(url) or host_of(url)  # (host_of tries _fast_host first too)
+                name = fast_host(url) or host_of(url)  # (host_of tries fast_host first too)
                 prio = effective_priority(url, rec.get("priority"), rec.get("depth"))
                 due = rec.get("due")
                 if due is not None:

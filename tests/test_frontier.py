@@ -481,13 +481,13 @@ _HOSTISH = st.text(alphabet="abnxXYZ019-.:@[]_", min_size=1, max_size=12)
 def test_fast_host_path_agrees_with_canon(scheme: str, netloc: str, rest: str) -> None:
     # The sliced fast path must give exactly crawl.canon's politeness key, or step aside.
     from crawl.canon import host_of as canon_host_of
-    from crawl.politeness import _fast_host
+    from crawl.politeness import fast_host
 
     url = f"{scheme}://{netloc}{rest}"
-    fast = _fast_host(url)
+    fast = fast_host(url)
     if fast is not None:
         assert fast == canon_host_of(url)
-    assert _fast_host(f"http://{'a' * 70}.test/") is None  # too long a label: canon decides
+    assert fast_host(f"http://{'a' * 70}.test/") is None  # too long a label: canon decides
 
 
 def test_a_frontier_of_another_layout_is_refused(tmp_path: Path) -> None:
