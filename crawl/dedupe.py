@@ -8,7 +8,8 @@ For each fetched page (``fetch`` record, outcome ok):
    :mod:`crawl.text`: nav, header, footer, aside, script, style... removed,
    and blocks repeated on many pages of the same host dropped too) is looked
    up in the permuted-block index (:class:`crawl.simhash.SimhashIndex`):
-   a few exact prefix queries, never a scan.
+   a few exact prefix queries, never a scan. Which blocks a host repeats is
+   learned in rounds of its pages (:mod:`crawl.boilerplate`).
 
 The record comes out with ``simhash`` (16 hex digits) and, for a copy,
 ``duplicate_of`` (the original's URL), ``distance`` (bits) and ``dup_kind``
@@ -17,7 +18,7 @@ declares another with ``<link rel=canonical>``: then the declared URL is the
 original, and that URL's own fetch is never flagged as a copy of its
 variants. ``crawl parse`` lowers the priority of a duplicate's outlinks.
 
-Only originals enter the index and the per-host block counts, so a page with
+Only originals enter the index and the boilerplate rounds, so a page with
 five copies does not teach the host that its own article is boilerplate.
 """
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Sequence
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ import numpy as np
 import xxhash
 
 from . import records
+from .boilerplate import Boilerplate
 from .charset import header_charset
 from .errors import CrawlError
 from .records import Record
@@ -51,9 +52,8 @@ from .text import Doc, analyse, fold
 
 MAX_DISTANCE = 3
 MIN_WORDS = 8  # fewer words than this is not enough text to call anything a near-copy
-REPEATED_BLOCK_PAGES = 5  # a block on this many original pages of a host is boilerplate
+REPEATED_BLOCK_PAGES = 5  # a block on this many original pages of a host's learning round is boilerplate
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain", "")
-_ONE_PAGE = (1).to_bytes(4, "big")
 # pages hashed together: on the numpy path its per-call cost is shared (8 long articles, 32 short pages)
 _HASH_GROUP, _HASH_BYTES = 32, 256 << 10
 
@@ -173,7 +173,8 @@ class Deduper:
         path: the LMDB environment directory.
         max_distance: Hamming distance that still counts as a near-duplicate.
         repeated_block_pages: a text block found on this many original pages
-            of one host is dropped as boilerplate before hashing.
+            of one host's learning round is dropped as boilerplate before
+            hashing (see :mod:`crawl.boilerplate`).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, max_distance: int = MAX_DISTANCE,
@@ -182,10 +183,10 @@ class Deduper:
         self.env = open_env(self.path, sync=sync)
         self.digests = self.env.open_db(b"digests")  # digest -> original url
         self.docs = self.env.open_db(b"docs")  # url key -> simhash(8) + original url
-        self.blocks = self.env.open_db(b"blocks")  # host key + block hash -> pages (4)
+        _drop_old_block_counts(self.env)
+        self.boiler = Boilerplate(self.env, threshold=repeated_block_pages)
         self.index = SimhashIndex.open(self.env, b"simhash", max_distance)
         self.max_distance = max_distance
-        self.repeated = repeated_block_pages
         self.counts: dict[str, int] = {}
 
     def close(self) -> None:
@@ -238,15 +239,25 @@ class Deduper:
         _hash_group(group)
         if not todo:
             return out
-        with self.env.begin(write=True) as txn:
-            for i, fp in todo:
-                out[i] = self._record(txn, recs[i], fp)
+        try:
+            with self.env.begin(write=True) as txn:
+                self.boiler.begin(txn)
+                for i, fp in todo:
+                    out[i] = self._record(txn, recs[i], fp)
+                self.boiler.flush()
+                txn_id = txn.id()
+            self.boiler.committed(txn_id)
+        except BaseException:
+            self.boiler.forget()
+            raise
         return out
 
     def _record(self, txn: lmdb.Transaction, rec: Record, fp: Fingerprint) -> Record:
         url: str = rec["url"]
-        seen_blocks = dict(txn.cursor(db=self.blocks).getmulti(fp.block_keys)) if fp.block_keys else {}
-        fp.keep(self._kept(fp.block_keys, seen_blocks) if seen_blocks else None)
+        keep = self.boiler.kept(fp.block_keys)
+        if keep is not None:
+            self.counts["boilerplate_blocks"] = self.counts.get("boilerplate_blocks", 0) + len(keep) - sum(keep)
+        fp.keep(keep)
         digest = fp.digest
         declared = _declared(fp.doc.canonical, url)
         me = declared or url
@@ -280,37 +291,12 @@ class Deduper:
             if not is_copy:
                 self.index.add(txn, fp.simhash, key)
                 if first_time:  # a re-fetch must not make a page's own text boilerplate
-                    self._learn_blocks(txn, fp.block_keys, seen_blocks)
+                    self.boiler.learn(fp.block_keys)
         return records.derive(rec, "fetch", **extra)
 
     def _owner(self, txn: lmdb.Transaction, doc: bytes) -> str | None:
         v = txn.get(doc, db=self.docs)
         return None if v is None else v[8:].decode()
-
-    # -- repeated blocks per host ---------------------------------------------
-
-    def _kept(self, keys: list[bytes], seen: dict[bytes, bytes]) -> list[bool]:
-        """Which blocks to keep: those on fewer than ``repeated`` pages of the host so far.
-
-        ``seen`` holds the stored page count of the block keys found (one
-        ``getmulti`` for the page's blocks, not a get per block).
-        """
-        keep = [k not in seen or int.from_bytes(seen[k], "big") < self.repeated for k in keys]
-        cut = len(keep) - sum(keep)
-        if cut:
-            self.counts["boilerplate_blocks"] = self.counts.get("boilerplate_blocks", 0) + cut
-        return keep
-
-    def _learn_blocks(self, txn: lmdb.Transaction, keys: list[bytes], seen: dict[bytes, bytes]) -> None:
-        """One more page for each distinct block (``seen``: the counts :meth:`_kept` read)."""
-        if not keys:
-            return
-        put = txn.cursor(db=self.blocks).putmulti
-        if not seen:  # a page of new text (most pages): every block is on its first page
-            put(zip(dict.fromkeys(keys), repeat(_ONE_PAGE)))
-            return
-        put([(k, _ONE_PAGE) for k in dict.fromkeys(keys) if k not in seen]
-            + [(k, min(int.from_bytes(v, "big") + 1, 0xFFFFFFFF).to_bytes(4, "big")) for k, v in seen.items()])
 
     # -- explain ---------------------------------------------------------------
 
@@ -319,6 +305,17 @@ class Deduper:
         with self.env.begin(db=self.docs) as txn:
             v = txn.get(url_key(url))
         return None if v is None else (int.from_bytes(v[:8], "big"), v[8:].decode())
+
+
+def _drop_old_block_counts(env: lmdb.Environment) -> None:
+    """Versions before learning rounds counted every block of every page in a
+    ``blocks`` table; it is not read any more, so its space goes back to the map."""
+    try:
+        old = env.open_db(b"blocks", create=False)
+    except lmdb.NotFoundError:
+        return
+    with env.begin(write=True) as txn:
+        txn.drop(old, delete=True)
 
 
 def _host(url: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from .. import records
+from ..boilerplate import RELEARN_EVERY, ROUND_PAGES
 from ..dedupe import MAX_DISTANCE, REPEATED_BLOCK_PAGES, Deduper, Fingerprint, explain
 from ..errors import CrawlError, UsageError
 from ..io import dumps_pretty, run_stage
@@ -43,9 +44,11 @@ def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
 @io_options
 @click.option("--max-distance", type=click.IntRange(0, 15), default=MAX_DISTANCE, show_default=True,
               help="Simhash bits two pages may differ in and still be near-duplicates.")
-@click.option("--repeated-block-pages", type=click.IntRange(min=2), default=REPEATED_BLOCK_PAGES,
+@click.option("--repeated-block-pages", type=click.IntRange(2, ROUND_PAGES), default=REPEATED_BLOCK_PAGES,
               show_default=True,
-              help="Drop a text block as boilerplate once it was on this many pages of a host.")
+              help=f"Drop a text block as boilerplate once it was on this many pages of a host's "
+                   f"learning round (its first {ROUND_PAGES} original pages, and {ROUND_PAGES} more "
+                   f"after every {RELEARN_EVERY:,}).")
 @click.option("--explain", is_flag=True,
               help="Print the fingerprints of URL_A and URL_B (or of two -f files), their "
                    "distance and the verdict, then exit.")
@@ -64,7 +67,7 @@ def command(crawl_dir: Path | None, input_: str, output: str, strict: bool,
     Exact copies share the payload digest; near copies have a simhash of
     4-word shingles of the visible text (nav, header, footer, aside,
     script and style removed, and blocks repeated on many pages of the host
-    ignored) within --max-distance bits, found through permuted block
+    ignored, as learned from rounds of its pages) within --max-distance bits, found through permuted block
     tables in DIR/dedupe: a few prefix lookups, never a scan. The original
     is the page seen first, or the one a page names with rel=canonical.
     Other records pass through; `crawl parse` lowers the priority of a

@@ -1,0 +1,186 @@
+"""Text blocks a host repeats on many pages, learned in rounds.
+
+A disclaimer, a "related stories" list or a cookie notice sits on most
+pages of a site; hashed with each article it would make unrelated pages of
+the host look alike. :mod:`crawl.dedupe` therefore drops a block once it
+was on ``threshold`` original pages of the host.
+
+Counting every block of every page in LMDB costs as much as the rest of
+dedupe together: 70 random 16-byte keys read and written per long
+article, and an fsynced commit that rewrites nearly every leaf of the
+table. Almost all of those blocks are on one page only. So a host's
+blocks are counted in memory over a *round* of its first ``round_pages``
+original pages; at the end of the round the blocks on ``threshold`` or
+more of them become the host's boilerplate set and the counts are
+forgotten. After every ``relearn_every`` further originals a new round
+starts (the old set stays in force until it ends), so a changed template is
+learned again.
+
+Durable state is one LMDB value per host (``boilerplate`` table, key: the
+8-byte host hash that starts every block key), written once per batch for
+the hosts the batch touched: a frozen host's value is its set, a learning
+host's also holds the round's counts (at most ``round_pages`` x blocks per
+page entries). States are cached between batches while this process is
+the only writer (LMDB transaction ids say so), and evicted oldest first.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict
+
+import lmdb
+import numpy as np
+
+ROUND_PAGES = 64  # originals per learning round
+RELEARN_EVERY = 1024  # originals between the end of a round and the start of the next
+# format 1, pages in this round (== round_pages: frozen), originals since the round, set size;
+# then the set's keys (16 bytes each), the round's keys and their counts (a byte each: a round
+# is at most 255 pages)
+_HEAD = struct.Struct("<BBII")
+_FORMAT = 1
+_KEY = np.dtype("V16")
+# Block keys kept in memory across batches (~100 bytes each: ~50 MB), beyond
+# which the least recently used hosts are evicted; a host costs _HOST_COST.
+_CACHE_ENTRIES, _HOST_COST = 1 << 19, 8
+
+
+class HostBlocks:
+    """One host's learning state: its boilerplate set and, while learning, the round's counts."""
+
+    __slots__ = ("boiler", "counts", "hot", "learned", "since")
+
+    def __init__(self) -> None:
+        self.boiler: set[bytes] = set()  # block keys dropped as boilerplate
+        self.counts: dict[bytes, int] = {}  # block key -> pages of this round it was on
+        self.hot: set[bytes] = set()  # counts at or over the threshold: dropped already
+        self.learned = 0  # pages counted in this round
+        self.since = 0  # originals since the last round ended
+
+    def encode(self, round_pages: int) -> bytes:
+        keys = b"".join(self.counts) if self.learned < round_pages else b""
+        return b"".join((_HEAD.pack(_FORMAT, self.learned, self.since, len(self.boiler)),
+                         b"".join(self.boiler), keys,
+                         bytes(self.counts.values()) if keys else b""))
+
+    @classmethod
+    def decode(cls, raw: bytes, threshold: int) -> HostBlocks:
+        fmt, learned, since, n = _HEAD.unpack_from(raw)
+        if fmt != _FORMAT:
+            raise ValueError(f"boilerplate state of format {fmt}, expected {_FORMAT}")
+        st = cls()
+        st.learned, st.since = learned, since
+        at = _HEAD.size
+        st.boiler = set(_split(raw[at:at + 16 * n]))
+        at += 16 * n
+        m = (len(raw) - at) // 17
+        keys = _split(raw[at:at + 16 * m])
+        st.counts = dict(zip(keys, raw[at + 16 * m:], strict=True))
+        st.hot = {k for k, c in st.counts.items() if c >= threshold}
+        return st
+
+
+def _split(raw: bytes) -> list[bytes]:
+    return np.frombuffer(raw, dtype=_KEY).tolist() if raw else []
+
+
+def _cost(st: HostBlocks) -> int:
+    return len(st.counts) + len(st.boiler) + _HOST_COST
+
+
+class Boilerplate:
+    """Per-host boilerplate blocks for one dedupe environment.
+
+    Use within one write transaction: :meth:`begin`, then per page
+    :meth:`kept` (which blocks to hash) and, for a first-time original,
+    :meth:`learn`; then :meth:`flush` before the commit and
+    :meth:`committed` after it (or :meth:`forget` if it failed).
+    """
+
+    def __init__(self, env: lmdb.Environment, *, threshold: int, round_pages: int = ROUND_PAGES,
+                 relearn_every: int = RELEARN_EVERY, cache_entries: int = _CACHE_ENTRIES) -> None:
+        if not 2 <= round_pages <= 255:
+            raise ValueError(f"a learning round must be 2 to 255 pages, not {round_pages}")
+        if not 2 <= threshold <= round_pages:
+            raise ValueError(f"repeated-block pages must be between 2 and the round's {round_pages} pages,"
+                             f" not {threshold}")
+        self.db = env.open_db(b"boilerplate")
+        self.threshold, self.round, self.every = threshold, round_pages, relearn_every
+        self.cache_entries = cache_entries
+        self.hosts: OrderedDict[bytes, HostBlocks] = OrderedDict()  # least recently used first
+        self.dirty: set[bytes] = set()
+        self._txn: lmdb.Transaction | None = None
+        self._last_txn = -2  # the id of this process's last committed write transaction
+
+    def begin(self, txn: lmdb.Transaction) -> None:
+        """Start a batch in write transaction ``txn``; cached states stay only if nobody wrote since."""
+        self._txn = txn
+        if txn.id() != self._last_txn + 1:
+            self.hosts.clear()
+        self.dirty.clear()
+
+    def _state(self, host: bytes) -> HostBlocks:
+        st = self.hosts.get(host)
+        if st is None:
+            assert self._txn is not None, "Boilerplate.begin() first"
+            raw = self._txn.get(host, db=self.db)
+            st = HostBlocks() if raw is None else HostBlocks.decode(raw, self.threshold)
+            self.hosts[host] = st
+        else:
+            self.hosts.move_to_end(host)
+        return st
+
+    def kept(self, keys: list[bytes]) -> list[bool] | None:
+        """Which of a page's block keys to keep; None when all are (the usual answer)."""
+        if not keys:
+            return None
+        st = self._state(keys[0][:8])
+        if st.boiler.isdisjoint(keys) and st.hot.isdisjoint(keys):
+            return None
+        drop = st.boiler | st.hot
+        return [k not in drop for k in keys]
+
+    def learn(self, keys: list[bytes]) -> None:
+        """Count one more original page of the host with these blocks."""
+        if not keys:
+            return
+        host = keys[0][:8]
+        st = self._state(host)
+        self.dirty.add(host)
+        if st.learned >= self.round:  # frozen: count towards the next round
+            st.since += 1
+            if st.since >= self.every:
+                st.learned, st.since = 0, 0
+            return
+        counts, hot, threshold = st.counts, st.hot, self.threshold
+        for k in dict.fromkeys(keys):
+            c = counts.get(k, 0) + 1
+            counts[k] = c
+            if c == threshold:
+                hot.add(k)
+        st.learned += 1
+        if st.learned == self.round:  # the round ends: what it found repeated is the set
+            st.boiler, st.hot, st.counts, st.since = hot, set(), {}, 0
+
+    def flush(self) -> None:
+        """Write the states this batch changed (one put per host, in key order)."""
+        assert self._txn is not None
+        if self.dirty:
+            self._txn.cursor(db=self.db).putmulti(
+                [(h, self.hosts[h].encode(self.round)) for h in sorted(self.dirty)])
+        self._txn = None
+
+    def committed(self, txn_id: int) -> None:
+        """The batch's transaction committed: keep the states, within the memory bound."""
+        self._last_txn = txn_id
+        self.dirty.clear()
+        total = sum(_cost(st) for st in self.hosts.values())
+        while total > self.cache_entries and self.hosts:
+            total -= _cost(self.hosts.popitem(last=False)[1])
+
+    def forget(self) -> None:
+        """The batch failed: what memory holds may be ahead of LMDB, so drop it."""
+        self.hosts.clear()
+        self.dirty.clear()
+        self._txn = None
+        self._last_txn = -2
