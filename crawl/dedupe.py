@@ -166,6 +166,41 @@ def _hash_group(group: list[Fingerprint]) -> None:
         fp.doc.raw = b""
 
 
+# (index in the batch, its fingerprint or why its body could not be read)
+Prints = list[tuple[int, Fingerprint | str]]
+
+
+def fingerprint_pages(recs: Sequence[Record], bodies: Bodies) -> Prints:
+    """Parse and hash every stored page of a batch: the half of a check that
+    needs no tables, so any process can do it.
+
+    Pages are hashed in groups sharing one call (on the numpy path its
+    per-call cost is shared), each group while its text is still in cache.
+    """
+    out: Prints = []
+    group: list[Fingerprint] = []  # parsed, not hashed yet
+    size = 0
+    for i, rec in enumerate(recs):
+        if rec.get("kind") != "fetch" or rec.get("outcome") != "ok":
+            continue
+        try:
+            body, ctype = bodies(rec)
+        except CrawlError as exc:
+            out.append((i, str(exc)))
+            continue
+        given = rec.get("digest")
+        fp = Fingerprint(rec["url"], body, ctype, hashed=False,
+                         digest=given if isinstance(given, str) and given else None)
+        out.append((i, fp))
+        group.append(fp)
+        size += len(fp.text)
+        if size >= _HASH_BYTES or len(group) >= _HASH_GROUP:
+            _hash_group(group)
+            group, size = [], 0
+    _hash_group(group)
+    return out
+
+
 class Deduper:
     """The duplicate tables inside ``CrawlDir(dir).dedupe``.
 
@@ -208,35 +243,25 @@ class Deduper:
     def check(self, recs: Sequence[Record], bodies: Bodies) -> list[Record]:
         """Annotate fetch records of stored pages; everything else passes through.
 
-        Pages are parsed, and hashed in groups in shared numpy passes (a few
-        dozen calls per group instead of per page); then one
-        write transaction looks them up and records them in order, and is
-        committed before the records are returned. A page whose body cannot
-        be read gets ``dedupe_error``.
+        :func:`fingerprint_pages`, then :meth:`record` (``crawl dedupe
+        --jobs`` runs the first half in worker processes).
+        """
+        return self.record(recs, fingerprint_pages(recs, bodies))
+
+    def record(self, recs: Sequence[Record], prints: Prints) -> list[Record]:
+        """Look up and record the fingerprinted pages of ``recs`` in one write transaction.
+
+        It is committed before the records are returned. A page whose body
+        could not be read gets ``dedupe_error``.
         """
         out: list[Record] = list(recs)
         todo: list[tuple[int, Fingerprint]] = []
-        group: list[Fingerprint] = []  # parsed, not hashed yet: hashed while its text is in cache
-        size = 0
-        for i, rec in enumerate(recs):
-            if rec.get("kind") != "fetch" or rec.get("outcome") != "ok":
-                continue
-            try:
-                body, ctype = bodies(rec)
-            except CrawlError as exc:
+        for i, fp in prints:
+            if isinstance(fp, str):
                 self._count("unreadable")
-                out[i] = records.derive(rec, "fetch", dedupe_error=str(exc))
-                continue
-            given = rec.get("digest")
-            fp = Fingerprint(rec["url"], body, ctype, hashed=False,
-                             digest=given if isinstance(given, str) and given else None)
-            todo.append((i, fp))
-            group.append(fp)
-            size += len(fp.text)
-            if size >= _HASH_BYTES or len(group) >= _HASH_GROUP:
-                _hash_group(group)
-                group, size = [], 0
-        _hash_group(group)
+                out[i] = records.derive(recs[i], "fetch", dedupe_error=fp)
+            else:
+                todo.append((i, fp))
         if not todo:
             return out
         try:

@@ -229,6 +229,58 @@ def run_stage(
         b.ack()
 
 
+def run_stage_pooled(
+    source: Source,
+    sink: Sink,
+    prepare: Callable[[list[Record]], Any],
+    finish: Callable[[list[Record], Any], Iterable[Record]],
+    report: Report,
+    *,
+    batch: int = 1000,
+    jobs: int = 2,
+) -> None:
+    """:func:`run_stage` with the pure half of the work in ``jobs`` worker processes.
+
+    ``prepare(records)`` (picklable: a module-level function or a partial of
+    one) runs in a worker; ``finish(records, prepared)`` runs here, batch by
+    batch in input order, and each batch is written and acked as before. Up
+    to ``jobs + 1`` batches are read ahead to keep every worker busy, so
+    output lags input by that much until the input ends.
+    """
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    pending: deque[tuple[Batch, Future[Any]]] = deque()
+
+    def write_oldest() -> None:
+        b, fut = pending.popleft()
+        out = list(finish(b.records, fut.result()))
+        sink.write(out)
+        report.add("out", len(out))
+        b.ack()
+
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver"),
+                               initializer=_quiet_worker)
+    try:
+        for b in source.batches(batch):
+            report.add("in", len(b.records))
+            pending.append((b, pool.submit(prepare, b.records)))
+            if len(pending) > jobs:
+                write_oldest()
+        while pending:
+            write_oldest()
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _quiet_worker() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (no traceback per worker)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def dumps_pretty(obj: Any) -> str:
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
 
@@ -259,4 +311,5 @@ __all__ = [
     "open_sink",
     "open_source",
     "run_stage",
+    "run_stage_pooled",
 ]

@@ -4,6 +4,7 @@ web's near-duplicate groups (recall and precision), and `crawl dedupe`."""
 from __future__ import annotations
 
 import random
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ import pytest
 from crawl.canon import canonicalize
 from crawl.dedupe import Deduper, payload_digest
 from crawl.errors import CrawlError
+from crawl.spool import Spool
 from crawl.text import analyse, canonical_link, visible_text
 
 _rng = random.Random(11)
@@ -262,3 +264,52 @@ def test_cli_after_a_real_fetch_into_warc(testweb, tmp_path: Path) -> None:
     assert orjson.loads(e.stdout)["distance"] <= 3
     missing = _crawl("dedupe", "--dir", d, "--explain", original, "http://nowhere.test/")
     assert missing.returncode == 2 and b"-f FILE" in missing.stderr
+
+
+def test_cli_jobs_gives_the_same_records_as_one_process(testweb, tmp_path: Path) -> None:
+    """`--jobs 2` reads and fingerprints pages in worker processes: the records,
+    their order and the counters are those of one process, over several
+    batches (with an unreadable page and a malformed line among them), and a
+    spool input is acked to the end."""
+    pages = [p["url"] for h in (*testweb.with_behaviour("near-dups"), *testweb.with_behaviour("plain")[:6])
+             for p in testweb.pages_of(h) if p["status"] == 200]
+    assert len(pages) > 250
+    d = tmp_path / "crawl"
+    f = _crawl("fetch", "--dir", str(d), "--resolve-file", str(testweb.hosts_file), "--allow-private",
+               stdin="\n".join(pages).encode() + b"\n")
+    assert f.returncode == 0, f.stderr
+    fetched = [orjson.loads(x) for x in f.stdout.splitlines()]
+    ok = next(i for i, r in enumerate(fetched) if r["outcome"] == "ok")
+    lost = dict(fetched[ok], warc={"file": "nothing-here.warc.gz", "offset": 0, "length": 10})
+    lines = [orjson.dumps(r) for r in fetched[:250]] + [b"{broken", orjson.dumps(lost)] + \
+        [orjson.dumps(r) for r in fetched[250:]]
+    feed = b"\n".join(lines) + b"\n"
+    got = {}
+    for jobs in (1, 2):
+        shutil.copytree(d, tmp_path / f"j{jobs}", ignore=shutil.ignore_patterns("dedupe"))
+        p = _crawl("dedupe", "--dir", str(tmp_path / f"j{jobs}"), "--jobs", str(jobs),
+                   "--stats", str(tmp_path / f"s{jobs}.json"), stdin=feed)
+        assert p.returncode == 0, p.stderr
+        got[jobs] = ([orjson.loads(x.replace(f"/j{jobs}/".encode(), b"/J/")) for x in p.stdout.splitlines()],
+                     orjson.loads((tmp_path / f"s{jobs}.json").read_bytes()))
+    assert got[2] == got[1]
+    out, stats = got[2]
+    assert len(out) == len(fetched) + 1 and stats.get("unreadable") == 1 and stats["bad_records"] == 1, stats
+    assert stats["near"] + stats.get("exact", 0) >= 10
+    assert "dedupe_error" in out[250]
+    html = [r for r in out if r["outcome"] == "ok" and "html" in (r.get("content_type") or "")
+            and "dedupe_error" not in r]
+    assert len(html) > 100 and all("simhash" in r or "dedupe_note" in r for r in html)
+    # spool in, spool out, with workers: every record through, nothing left claimed
+    with Spool(tmp_path / "in") as sp:
+        sp.put(fetched)
+    shutil.copytree(d, tmp_path / "js", ignore=shutil.ignore_patterns("dedupe"))
+    p = _crawl("dedupe", "--dir", str(tmp_path / "js"), "-j", "2", "-i", f"spool:{tmp_path / 'in'}",
+               "-o", f"spool:{tmp_path / 'out'}")
+    assert p.returncode == 0, p.stderr
+    with Spool(tmp_path / "in") as sp_in, Spool(tmp_path / "out") as sp_out:
+        assert sum(sp_in.counts().values()) == 0, sp_in.counts()
+        back = [orjson.loads(v) for _, v in sp_out.claim(10_000)]
+    assert sorted(r["url"] for r in back) == sorted(r["url"] for r in fetched)
+    assert [r.get("duplicate_of") for r in back] == [r.get("duplicate_of") for r in got[1][0] if "url" in r
+                                                     and "dedupe_error" not in r]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -9,9 +10,17 @@ import click
 
 from .. import records
 from ..boilerplate import RELEARN_EVERY, ROUND_PAGES
-from ..dedupe import MAX_DISTANCE, REPEATED_BLOCK_PAGES, Deduper, Fingerprint, explain
+from ..dedupe import (
+    MAX_DISTANCE,
+    REPEATED_BLOCK_PAGES,
+    Deduper,
+    Fingerprint,
+    Prints,
+    explain,
+    fingerprint_pages,
+)
 from ..errors import CrawlError, UsageError
-from ..io import dumps_pretty, run_stage
+from ..io import dumps_pretty, run_stage, run_stage_pooled
 from . import _common
 from ._common import dir_option, io_options, stage_io
 
@@ -24,6 +33,11 @@ def _body(warc_dir: Path, rec: records.Record) -> tuple[bytes, str]:
         raise CrawlError("fetch record has no warc pointer to read the page from")
     resp = read_response(warc_dir, ptr)
     return resp.body, resp.content_type or str(rec.get("content_type") or "")
+
+
+def _prepare(warc_dir: Path, recs: list[records.Record]) -> Prints:
+    """A worker's half of a batch (``--jobs``): read the bodies back and fingerprint them."""
+    return fingerprint_pages(recs, partial(_body, warc_dir))
 
 
 def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
@@ -49,6 +63,9 @@ def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
               help=f"Drop a text block as boilerplate once it was on this many pages of a host's "
                    f"learning round (its first {ROUND_PAGES} original pages, and {ROUND_PAGES} more "
                    f"after every {RELEARN_EVERY:,}).")
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes that read and fingerprint the pages (the tables stay in this "
+                   "one). For bulk runs: output lags input by up to N+1 batches of 200 records.")
 @click.option("--explain", is_flag=True,
               help="Print the fingerprints of URL_A and URL_B (or of two -f files), their "
                    "distance and the verdict, then exit.")
@@ -58,7 +75,7 @@ def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
 @click.argument("urls", nargs=-1, metavar="[URL_A URL_B]")
 def command(crawl_dir: Path | None, input_: str, output: str, strict: bool,
             stats_file: Path | None, max_distance: int, repeated_block_pages: int,
-            explain: bool, files: tuple[Path, ...], urls: tuple[str, ...]) -> None:
+            jobs: int, explain: bool, files: tuple[Path, ...], urls: tuple[str, ...]) -> None:
     """Flag exact and near-duplicate pages in fetch results.
 
     Reads fetch records; for each stored page (outcome ok) reads the body
@@ -93,8 +110,12 @@ def command(crawl_dir: Path | None, input_: str, output: str, strict: bool,
                  repeated_block_pages=repeated_block_pages) as dd, \
             stage_io("dedupe", None, input_, output, strict, stats_file) as sio:
         try:
-            run_stage(sio.source, sio.sink, lambda recs: dd.check(recs, lambda r: _body(
-                cdir.warc, r)), sio.report, batch=200)
+            if jobs > 1:
+                run_stage_pooled(sio.source, sio.sink, partial(_prepare, cdir.warc), dd.record,
+                                 sio.report, batch=200, jobs=jobs)
+            else:
+                run_stage(sio.source, sio.sink, lambda recs: dd.check(recs, partial(_body, cdir.warc)),
+                          sio.report, batch=200)
         finally:
             for key, n in dd.counts.items():
                 sio.report.add(key, n)
