@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,14 @@ class Fingerprint:
             hash_all([self])
             self.keep(None)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """What a ``crawl dedupe --jobs`` worker sends back, as :func:`fingerprint_pages`
+        leaves it (hashed, not yet kept): the word hashes, cuts and block keys as
+        three strings, not thousands of small objects to pickle one by one."""
+        return (_unpickle, (self.url, self.digest, self.doc.canonical, self.doc.error, self.note,
+                            self.hashes.tobytes(), array("q", self.cuts).tobytes(),
+                            b"".join(self.block_keys), self.whole))
+
     @property
     def features(self) -> np.ndarray:
         """The shingle hashes of the kept words (for ``--explain``)."""
@@ -137,6 +146,21 @@ class Fingerprint:
 
 
 _NO_WORDS = np.zeros(0, dtype=np.uint64)
+
+
+def _unpickle(url: str, digest: str, canonical: str | None, error: str | None, note: str | None,
+              hashes: bytes, cuts: bytes, keys: bytes, whole: int | None) -> Fingerprint:
+    fp = Fingerprint.__new__(Fingerprint)
+    fp.url, fp.digest, fp.note, fp.whole = url, digest, note, whole
+    fp.doc = Doc(canonical=canonical, error=error)
+    fp.text, fp.words, fp.simhash = b"", 0, None
+    fp.hashes = fp._kept = np.frombuffer(hashes, dtype=np.uint64)
+    fp.cuts = array("q", cuts).tolist()
+    fp.block_keys = np.frombuffer(keys, dtype=_KEY16).tolist() if keys else []
+    return fp
+
+
+_KEY16 = np.dtype("V16")
 
 
 def hash_all(fps: Sequence[Fingerprint]) -> None:

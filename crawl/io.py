@@ -244,8 +244,9 @@ def run_stage_pooled(
     ``prepare(records)`` (picklable: a module-level function or a partial of
     one) runs in a worker; ``finish(records, prepared)`` runs here, batch by
     batch in input order, and each batch is written and acked as before. Up
-    to ``jobs + 1`` batches are read ahead to keep every worker busy, so
-    output lags input by that much until the input ends.
+    to ``2 * jobs + 1`` batches are read ahead, so every worker has the next
+    batch queued while this process finishes one; output lags input by that
+    much until the input ends.
     """
     import multiprocessing
     from collections import deque
@@ -266,7 +267,7 @@ def run_stage_pooled(
         for b in source.batches(batch):
             report.add("in", len(b.records))
             pending.append((b, pool.submit(prepare, b.records)))
-            if len(pending) > jobs:
+            if len(pending) > 2 * jobs:
                 write_oldest()
         while pending:
             write_oldest()

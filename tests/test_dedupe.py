@@ -313,3 +313,28 @@ def test_cli_jobs_gives_the_same_records_as_one_process(testweb, tmp_path: Path)
     assert sorted(r["url"] for r in back) == sorted(r["url"] for r in fetched)
     assert [r.get("duplicate_of") for r in back] == [r.get("duplicate_of") for r in got[1][0] if "url" in r
                                                      and "dedupe_error" not in r]
+
+
+def test_a_fingerprint_survives_the_trip_from_a_worker(tmp_path: Path) -> None:
+    """What `--jobs` workers send back (Fingerprint.__reduce__) settles to the same simhash."""
+    import pickle
+
+    from crawl.dedupe import fingerprint_pages
+
+    items = {f"http://a.test/{i}": page(article(300 + i, 400)) for i in range(3)}
+    items["http://a.test/empty"] = b""
+    recs = [fetch(u) for u in items]
+    sent = fingerprint_pages(recs, lambda r: (items[r["url"]], "text/html"))
+    back = pickle.loads(pickle.dumps(sent))
+    assert [i for i, _ in back] == [i for i, _ in sent]
+    for (_, a), (_, b) in zip(sent, back, strict=True):
+        assert (b.url, b.digest, b.note, b.whole, b.cuts, b.block_keys, b.doc.canonical) == \
+            (a.url, a.digest, a.note, a.whole, a.cuts, a.block_keys, a.doc.canonical)
+        assert b.hashes.tolist() == a.hashes.tolist()
+        a.keep([False] + [True] * (len(a.block_keys) - 1) if a.block_keys else None)
+        b.keep([False] + [True] * (len(b.block_keys) - 1) if b.block_keys else None)
+        assert (b.simhash, b.words) == (a.simhash, a.words)
+    with Deduper(tmp_path / "d") as one, Deduper(tmp_path / "e") as two:
+        assert one.record(recs, fingerprint_pages(recs, lambda r: (items[r["url"]], "text/html"))) == \
+            two.record(recs, pickle.loads(pickle.dumps(fingerprint_pages(recs, lambda r: (items[r["url"]],
+                                                                                             "text/html")))))

@@ -65,7 +65,7 @@ def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
                    f"after every {RELEARN_EVERY:,}).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Worker processes that read and fingerprint the pages (the tables stay in this "
-                   "one). For bulk runs: output lags input by up to N+1 batches of 200 records.")
+                   "one). For bulk runs: output lags input by up to 2N+1 batches of 200 records.")
 @click.option("--explain", is_flag=True,
               help="Print the fingerprints of URL_A and URL_B (or of two -f files), their "
                    "distance and the verdict, then exit.")
