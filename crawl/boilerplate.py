@@ -21,11 +21,16 @@ Durable state is one LMDB value per host (``boilerplate`` table, key: the
 the hosts the batch touched: a frozen host's value is its set, a learning
 host's also holds the round's counts (at most ``round_pages`` x blocks per
 page entries). States are cached between batches while this process is
-the only writer (LMDB transaction ids say so), and evicted oldest first.
+the only writer: every batch also writes a mark (this learner's random
+token and batch number), and a learner that finds another mark at the start
+of a batch drops its cache. (LMDB transaction ids cannot tell: a
+transaction that wrote nothing does not use up its id.) The cache is
+bounded by entries, the least recently used hosts evicted first.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections import OrderedDict
 
@@ -43,6 +48,7 @@ _KEY = np.dtype("V16")
 # Block keys kept in memory across batches (~100 bytes each: ~50 MB), beyond
 # which the least recently used hosts are evicted; a host costs _HOST_COST.
 _CACHE_ENTRIES, _HOST_COST = 1 << 19, 8
+_MARK = b"\xff" * 9  # the last batch's writer (9 bytes: never a host key, and last in key order)
 
 
 class HostBlocks:
@@ -98,7 +104,8 @@ class Boilerplate:
     """
 
     def __init__(self, env: lmdb.Environment, *, threshold: int, round_pages: int = ROUND_PAGES,
-                 relearn_every: int = RELEARN_EVERY, cache_entries: int = _CACHE_ENTRIES) -> None:
+                 relearn_every: int = RELEARN_EVERY, cache_entries: int = _CACHE_ENTRIES,
+                 counts: dict[str, int] | None = None) -> None:
         if not 2 <= round_pages <= 255:
             raise ValueError(f"a learning round must be 2 to 255 pages, not {round_pages}")
         if not 2 <= threshold <= round_pages:
@@ -109,23 +116,38 @@ class Boilerplate:
         self.cache_entries = cache_entries
         self.hosts: OrderedDict[bytes, HostBlocks] = OrderedDict()  # least recently used first
         self.dirty: set[bytes] = set()
+        self.counts = {} if counts is None else counts  # summary counters (the caller's)
+        self._entries = 0  # the cache's size, in _cost units
         self._txn: lmdb.Transaction | None = None
-        self._last_txn = -2  # the id of this process's last committed write transaction
+        self._token = os.urandom(8)
+        self._batch = 0
+        self._mark: bytes | None = None  # the mark of this learner's last committed batch
+        self._pending = b""  # the mark flush() wrote, in force once committed
 
     def begin(self, txn: lmdb.Transaction) -> None:
         """Start a batch in write transaction ``txn``; cached states stay only if nobody wrote since."""
         self._txn = txn
-        if txn.id() != self._last_txn + 1:
-            self.hosts.clear()
+        if self._mark is None or txn.get(_MARK, db=self.db) != self._mark:
+            self._drop_cache()
         self.dirty.clear()
+
+    def _drop_cache(self) -> None:
+        self.hosts.clear()
+        self._entries = 0
 
     def _state(self, host: bytes) -> HostBlocks:
         st = self.hosts.get(host)
         if st is None:
             assert self._txn is not None, "Boilerplate.begin() first"
             raw = self._txn.get(host, db=self.db)
-            st = HostBlocks() if raw is None else HostBlocks.decode(raw, self.threshold)
+            st = HostBlocks()
+            if raw is not None:
+                try:
+                    st = HostBlocks.decode(raw, self.threshold)
+                except (ValueError, struct.error):  # a damaged value: learn the host again
+                    self.counts["boilerplate_state_reset"] = self.counts.get("boilerplate_state_reset", 0) + 1
             self.hosts[host] = st
+            self._entries += _cost(st)
         else:
             self.hosts.move_to_end(host)
         return st
@@ -152,6 +174,7 @@ class Boilerplate:
             if st.since >= self.every:
                 st.learned, st.since = 0, 0
             return
+        before = _cost(st)
         counts, hot, threshold = st.counts, st.hot, self.threshold
         for k in dict.fromkeys(keys):
             c = counts.get(k, 0) + 1
@@ -161,26 +184,28 @@ class Boilerplate:
         st.learned += 1
         if st.learned == self.round:  # the round ends: what it found repeated is the set
             st.boiler, st.hot, st.counts, st.since = hot, set(), {}, 0
+        self._entries += _cost(st) - before
 
     def flush(self) -> None:
-        """Write the states this batch changed (one put per host, in key order)."""
+        """Write the states this batch changed (one put per host, in key order), and the mark."""
         assert self._txn is not None
-        if self.dirty:
-            self._txn.cursor(db=self.db).putmulti(
-                [(h, self.hosts[h].encode(self.round)) for h in sorted(self.dirty)])
+        self._batch += 1
+        mark = self._token + self._batch.to_bytes(8, "big")
+        self._txn.cursor(db=self.db).putmulti(
+            [(h, self.hosts[h].encode(self.round)) for h in sorted(self.dirty)] + [(_MARK, mark)])
+        self._pending = mark
         self._txn = None
 
-    def committed(self, txn_id: int) -> None:
+    def committed(self) -> None:
         """The batch's transaction committed: keep the states, within the memory bound."""
-        self._last_txn = txn_id
+        self._mark = self._pending
         self.dirty.clear()
-        total = sum(_cost(st) for st in self.hosts.values())
-        while total > self.cache_entries and self.hosts:
-            total -= _cost(self.hosts.popitem(last=False)[1])
+        while self._entries > self.cache_entries and self.hosts:
+            self._entries -= _cost(self.hosts.popitem(last=False)[1])
 
     def forget(self) -> None:
         """The batch failed: what memory holds may be ahead of LMDB, so drop it."""
-        self.hosts.clear()
+        self._drop_cache()
         self.dirty.clear()
         self._txn = None
-        self._last_txn = -2
+        self._mark = None

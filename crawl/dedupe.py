@@ -243,10 +243,10 @@ class Deduper:
         self.digests = self.env.open_db(b"digests")  # digest -> original url
         self.docs = self.env.open_db(b"docs")  # url key -> simhash(8) + original url
         _drop_old_block_counts(self.env)
-        self.boiler = Boilerplate(self.env, threshold=repeated_block_pages)
+        self.counts: dict[str, int] = {}
+        self.boiler = Boilerplate(self.env, threshold=repeated_block_pages, counts=self.counts)
         self.index = SimhashIndex.open(self.env, b"simhash", max_distance)
         self.max_distance = max_distance
-        self.counts: dict[str, int] = {}
 
     def close(self) -> None:
         if self.env is not None:
@@ -294,8 +294,7 @@ class Deduper:
                 for i, fp in todo:
                     out[i] = self._record(txn, recs[i], fp)
                 self.boiler.flush()
-                txn_id = txn.id()
-            self.boiler.committed(txn_id)
+            self.boiler.committed()
         except BaseException:
             self.boiler.forget()
             raise

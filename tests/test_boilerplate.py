@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawl.boilerplate import Boilerplate, HostBlocks
+from crawl.boilerplate import Boilerplate, HostBlocks, _cost
 from crawl.dedupe import Deduper
 from crawl.state import close_env, open_env
 
@@ -78,8 +78,7 @@ def run_batches(bp: Boilerplate, env: lmdb.Environment, batches: list[list[list[
                 out.append([True] * len(keys) if keep is None else keep)
                 bp.learn(keys)
             bp.flush()
-            tid = txn.id()
-        bp.committed(tid)
+        bp.committed()
     return out
 
 
@@ -117,12 +116,16 @@ def test_rounds_match_the_model_across_batches_reloads_and_evictions(
     finally:
         close_env(env)
     assert got == model_answers(Model(threshold, round_pages, every), batches)
+    # the cache's running size is its true size, and within the bound
+    assert bp._entries == sum(_cost(h) for h in bp.hosts.values()) <= max(cache, 0)
     assert any(not all(k) for k in got)  # something was learned and dropped
 
 
 def test_two_writers_in_turn_each_see_the_others_pages(tmp_path: Path) -> None:
     """Two learners on one environment (two processes would be the same):
-    the transaction ids tell each that its cache is stale."""
+    the mark each batch leaves tells the other that its cache is stale, even
+    after a batch of pages that taught nothing (a transaction that writes
+    nothing does not use up an LMDB transaction id, so ids cannot tell)."""
     rng = random.Random(7)
     batches = chunk(pages(rng, 400), rng)
     env = open_env(tmp_path / "bp", sync=False)
@@ -130,10 +133,28 @@ def test_two_writers_in_turn_each_see_the_others_pages(tmp_path: Path) -> None:
         a, b = (Boilerplate(env, threshold=3, round_pages=12, relearn_every=10) for _ in range(2))
         got = []
         for i, batch in enumerate(batches):
+            if i % 3 == 2:
+                run_batches(a, env, [[]])  # nothing to learn, then the other writer's turn
             got += run_batches(a if i % 3 else b, env, [batch])
     finally:
         close_env(env)
     assert got == model_answers(Model(3, 12, 10), batches)
+
+
+def test_a_damaged_state_is_learned_again_not_a_dead_end(tmp_path: Path) -> None:
+    env = open_env(tmp_path / "bp", sync=False)
+    try:
+        counts: dict[str, int] = {}
+        bp = Boilerplate(env, threshold=2, round_pages=4, counts=counts)
+        run_batches(bp, env, [[[key(1, 1), key(1, 2)]] * 4])
+        with env.begin(write=True) as txn:
+            txn.put(key(1, 0)[:8], b"\x01\x04garbage", db=bp.db)
+        fresh = Boilerplate(env, threshold=2, round_pages=4, counts=counts)
+        got = run_batches(fresh, env, [[[key(1, 1), key(1, 2)]] * 3])
+    finally:
+        close_env(env)
+    assert got == [[True, True], [True, True], [False, False]]
+    assert counts == {"boilerplate_state_reset": 1}
 
 
 def test_a_failed_batch_leaves_memory_and_disk_at_the_last_commit(tmp_path: Path) -> None:
