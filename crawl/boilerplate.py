@@ -70,7 +70,7 @@ class HostBlocks:
                          bytes(self.counts.values()) if keys else b""))
 
     @classmethod
-    def decode(cls, raw: bytes, threshold: int) -> HostBlocks:
+    def decode(cls, raw: bytes | memoryview, threshold: int) -> HostBlocks:
         fmt, learned, since, n = _HEAD.unpack_from(raw)
         if fmt != _FORMAT:
             raise ValueError(f"boilerplate state of format {fmt}, expected {_FORMAT}")
@@ -86,7 +86,7 @@ class HostBlocks:
         return st
 
 
-def _split(raw: bytes) -> list[bytes]:
+def _split(raw: bytes | memoryview) -> list[bytes]:
     return np.frombuffer(raw, dtype=_KEY).tolist() if raw else []
 
 

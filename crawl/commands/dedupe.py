@@ -84,8 +84,9 @@ def command(crawl_dir: Path | None, input_: str, output: str, strict: bool,
     Exact copies share the payload digest; near copies have a simhash of
     4-word shingles of the visible text (nav, header, footer, aside,
     script and style removed, and blocks repeated on many pages of the host
-    ignored, as learned from rounds of its pages) within --max-distance bits, found through permuted block
-    tables in DIR/dedupe: a few prefix lookups, never a scan. The original
+    ignored, as learned from rounds of its pages) within --max-distance
+    bits, found through permuted block tables in DIR/dedupe: a few prefix
+    lookups, never a scan. The original
     is the page seen first, or the one a page names with rel=canonical.
     Other records pass through; `crawl parse` lowers the priority of a
     duplicate's links. The per-byte and per-word work (visible text,
