@@ -3,7 +3,7 @@
 A disclaimer, a "related stories" list or a cookie notice sits on most
 pages of a site; hashed with each article it would make unrelated pages of
 the host look alike. :mod:`crawl.dedupe` therefore drops a block once it
-was on ``threshold`` original pages of the host.
+was on ``threshold`` original pages of the host (within a learning round).
 
 Counting every block of every page in LMDB costs as much as the rest of
 dedupe together: 70 random 16-byte keys read and written per long
