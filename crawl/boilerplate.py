@@ -77,16 +77,17 @@ class HostBlocks:
         st = cls()
         st.learned, st.since = learned, since
         at = _HEAD.size
-        st.boiler = set(_split(raw[at:at + 16 * n]))
+        st.boiler = set(split_keys(raw[at:at + 16 * n]))
         at += 16 * n
         m = (len(raw) - at) // 17
-        keys = _split(raw[at:at + 16 * m])
+        keys = split_keys(raw[at:at + 16 * m])
         st.counts = dict(zip(keys, raw[at + 16 * m:], strict=True))
         st.hot = {k for k, c in st.counts.items() if c >= threshold}
         return st
 
 
-def _split(raw: bytes | memoryview) -> list[bytes]:
+def split_keys(raw: bytes | memoryview) -> list[bytes]:
+    """16-byte block keys stored end to end, one bytes object each."""
     return np.frombuffer(raw, dtype=_KEY).tolist() if raw else []
 
 

@@ -36,7 +36,7 @@ import numpy as np
 import xxhash
 
 from . import records
-from .boilerplate import Boilerplate
+from .boilerplate import Boilerplate, split_keys
 from .charset import header_charset
 from .errors import CrawlError
 from .records import Record
@@ -156,11 +156,8 @@ def _unpickle(url: str, digest: str, canonical: str | None, error: str | None, n
     fp.text, fp.words, fp.simhash = b"", 0, None
     fp.hashes = fp._kept = np.frombuffer(hashes, dtype=np.uint64)
     fp.cuts = array("q", cuts).tolist()
-    fp.block_keys = np.frombuffer(keys, dtype=_KEY16).tolist() if keys else []
+    fp.block_keys = split_keys(keys)
     return fp
-
-
-_KEY16 = np.dtype("V16")
 
 
 def hash_all(fps: Sequence[Fingerprint]) -> None:
@@ -259,8 +256,8 @@ class Deduper:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _count(self, key: str) -> None:
-        self.counts[key] = self.counts.get(key, 0) + 1
+    def _count(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
 
     # -- the check -----------------------------------------------------------
 
@@ -304,7 +301,7 @@ class Deduper:
         url: str = rec["url"]
         keep = self.boiler.kept(fp.block_keys)
         if keep is not None:
-            self.counts["boilerplate_blocks"] = self.counts.get("boilerplate_blocks", 0) + len(keep) - sum(keep)
+            self._count("boilerplate_blocks", len(keep) - sum(keep))
         fp.keep(keep)
         digest = fp.digest
         declared = _declared(fp.doc.canonical, url)
