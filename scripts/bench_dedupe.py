@@ -108,32 +108,10 @@ def docs_per_second(items: list[tuple[str, bytes]]) -> tuple[float, float, float
     return wall_rate, cpu_rate, size, near
 
 
-def stored_in_warc(items: list[tuple[str, bytes]], warc_dir: Path) -> list[dict]:
-    """Write the pages as `crawl fetch` would (response records in a gzipped WARC); their fetch records."""
-    from crawl import store
-
-    w = store.WarcWriter(warc_dir)
-    recs = []
-    for url, body in items:
-        resp = store.http_block("HTTP/1.1 200 OK", [("Content-Type", "text/html; charset=utf-8"),
-                                                    ("Content-Length", str(len(body)))])
-        buf = store.BodyBuffer(resp.headers_buff)
-        buf.write(body)
-        ptr = w.write(store.Capture(url, "response", time.time(), {"outcome": "ok"}, ip="127.0.0.1",
-                                    response=resp, body=buf))
-        recs.append({"kind": "fetch", "v": 1, "url": url, "outcome": "ok", "status": 200,
-                     "content_type": "text/html; charset=utf-8", "digest": payload_digest(body),
-                     "warc": ptr})
-    w.close()
-    return recs
-
-
 def command_docs_per_wall_second(recs: list[dict], warc_dir: Path, jobs: int) -> float:
     """`crawl dedupe --jobs N`'s driver over in-memory batches of 200 (the command's batch)."""
-    from functools import partial
-
-    from crawl.commands.dedupe import _body, _prepare
-    from crawl.io import Batch, Report, run_stage, run_stage_pooled
+    from crawl.commands.dedupe import run_checks
+    from crawl.io import Batch, Report
 
     class Source:
         def batches(self, size: int):
@@ -151,11 +129,7 @@ def command_docs_per_wall_second(recs: list[dict], warc_dir: Path, jobs: int) ->
         with tempfile.TemporaryDirectory(prefix="bench_dedupe") as d, Deduper(Path(d) / "dd") as dd:
             report = Report("dedupe")
             w0 = time.perf_counter()
-            if jobs > 1:
-                run_stage_pooled(Source(), Sink(), partial(_prepare, warc_dir), dd.record, report,
-                                 batch=200, jobs=jobs)
-            else:
-                run_stage(Source(), Sink(), lambda b: dd.check(b, partial(_body, warc_dir)), report, batch=200)
+            run_checks(dd, warc_dir, Source(), Sink(), report, jobs)
             rates.append(len(recs) / (time.perf_counter() - w0))
             assert report.counts["out"] == len(recs) and "unreadable" not in dd.counts
     return statistics.median(rates)
@@ -207,7 +181,7 @@ def main() -> None:
               f" {dups} of {n // 5} variants flagged;"
               f" goal 5,000 docs/s: {'met' if cpu >= 5000 else 'NOT met'} (per CPU second)")
     # The test web's own ordinary pages (as bench_parse uses them): text-heavy, ~4,200 words each.
-    from bench_parse import test_web_pages
+    from bench_parse import stored_in_warc, test_web_pages
 
     load = os.getloadavg()[0]
     web = test_web_pages()

@@ -128,21 +128,31 @@ def v_pull(b: bytes) -> object:
 
 
 # -- the whole command -----------------------------------------------------------
+def stored_in_warc(pages: list[tuple[str, bytes]], warc_dir: Path) -> list[dict]:
+    """Write the pages as `crawl fetch` would (response records in a gzipped WARC); their fetch
+    records, with the payload digest the writer computes (scripts/bench_dedupe.py uses it too)."""
+    from crawl.dedupe import payload_digest
+
+    w = WarcWriter(warc_dir, compression="gzip")
+    fetches = []
+    for url, body in pages:
+        resp = http_block("HTTP/1.1 200 OK", HEADERS)
+        buf = BodyBuffer(resp.headers_buff or b"")
+        buf.write(body)
+        ptr = w.write(Capture(url=url, kind="response", ts=time.time(), metadata={},
+                              response=resp, body=buf))
+        fetches.append({"kind": "fetch", "v": 1, "url": url, "outcome": "ok", "status": 200, "depth": 1,
+                        "content_type": HEADERS[0][1], "digest": payload_digest(body),
+                        "warc": ptr})
+    w.sync()
+    w.close()
+    return fetches
+
+
 def command_run(pages: list[tuple[str, bytes]]) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / "crawl"
-        w = WarcWriter(d / "warc", compression="gzip")
-        fetches = []
-        for url, body in pages:
-            resp = http_block("HTTP/1.1 200 OK", HEADERS)
-            buf = BodyBuffer(resp.headers_buff or b"")
-            buf.write(body)
-            ptr = w.write(Capture(url=url, kind="response", ts=time.time(), metadata={},
-                                  response=resp, body=buf))
-            fetches.append(orjson.dumps({"kind": "fetch", "v": 1, "url": url, "outcome": "ok",
-                                         "status": 200, "depth": 1, "warc": ptr}))
-        w.sync()
-        w.close()
+        fetches = [orjson.dumps(r) for r in stored_in_warc(pages, d / "warc")]
         stdin = b"\n".join(fetches) + b"\n"
         t = time.perf_counter()
         p = subprocess.run([sys.executable, "-m", "crawl", "parse", "--dir", str(d)],

@@ -20,7 +20,7 @@ from ..dedupe import (
     fingerprint_pages,
 )
 from ..errors import CrawlError, UsageError
-from ..io import dumps_pretty, run_stage, run_stage_pooled
+from ..io import Report, Sink, Source, dumps_pretty, run_stage, run_stage_pooled
 from . import _common
 from ._common import dir_option, io_options, stage_io
 
@@ -38,6 +38,15 @@ def _body(warc_dir: Path, rec: records.Record) -> tuple[bytes, str]:
 def _prepare(warc_dir: Path, recs: list[records.Record]) -> Prints:
     """A worker's half of a batch (``--jobs``): read the bodies back and fingerprint them."""
     return fingerprint_pages(recs, partial(_body, warc_dir))
+
+
+def run_checks(dd: Deduper, warc_dir: Path, source: Source, sink: Sink, report: Report, jobs: int) -> None:
+    """The command's loop (scripts/bench_dedupe.py times it): batches of 200, pages fingerprinted
+    here or, with ``jobs`` > 1, in that many worker processes."""
+    if jobs > 1:
+        run_stage_pooled(source, sink, partial(_prepare, warc_dir), dd.record, report, batch=200, jobs=jobs)
+    else:
+        run_stage(source, sink, lambda recs: dd.check(recs, partial(_body, warc_dir)), report, batch=200)
 
 
 def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
@@ -111,12 +120,7 @@ def command(crawl_dir: Path | None, input_: str, output: str, strict: bool,
                  repeated_block_pages=repeated_block_pages) as dd, \
             stage_io("dedupe", None, input_, output, strict, stats_file) as sio:
         try:
-            if jobs > 1:
-                run_stage_pooled(sio.source, sio.sink, partial(_prepare, cdir.warc), dd.record,
-                                 sio.report, batch=200, jobs=jobs)
-            else:
-                run_stage(sio.source, sio.sink, lambda recs: dd.check(recs, partial(_body, cdir.warc)),
-                          sio.report, batch=200)
+            run_checks(dd, cdir.warc, sio.source, sio.sink, sio.report, jobs)
         finally:
             for key, n in dd.counts.items():
                 sio.report.add(key, n)
