@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-import brotli
 import trio
 
 from .http1 import (
@@ -40,10 +39,8 @@ from .http1 import (
     request_head,
 )
 from .netbackend import OriginPools, RefusedAddress
+from .codings import Bomb, Meter
 from .store import BodyBuffer, http_block
-
-_PIECE = 64 << 10
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -52,84 +49,6 @@ class Limits:
     max_body: int = 5_000_000
     max_decoded: int = 50_000_000
     max_ratio: float = 100.0  # decoded/raw, checked once 1 MiB has been decoded
-
-
-class Bomb(Exception):
-    pass
-
-
-class Meter:
-    """Decompress to count (and optionally keep up to ``keep`` bytes)."""
-
-    def __init__(self, encoding: str, max_decoded: int, max_ratio: float, keep: int = 0) -> None:
-        enc = encoding.strip().lower().split(",")[-1].strip()
-        self.kind = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate", "br": "br"}.get(enc)
-        self.max_decoded = max_decoded
-        self.max_ratio = max_ratio
-        self.keep = keep
-        self.kept: list[bytes] = []
-        self._kept_n = 0
-        self.decoded = 0
-        self.raw = 0
-        self.broken = ""
-        self._d: Any = None
-        # deflate: what came before the first decoded byte; if the stream turns out to be
-        # raw deflate it is decoded again from there (a 1-byte first chunk was lost)
-        self._start: bytes | None = None
-        if self.kind == "gzip":
-            self._d = zlib.decompressobj(zlib.MAX_WBITS | 32)
-        elif self.kind == "deflate":
-            self._d = zlib.decompressobj(zlib.MAX_WBITS)
-            self._start = b""
-        elif self.kind == "br":
-            self._d = brotli.Decompressor()
-
-    def _out(self, data: bytes) -> None:
-        self.decoded += len(data)
-        if self.keep and self._kept_n < self.keep:
-            part = data[: self.keep - self._kept_n]
-            self.kept.append(part)
-            self._kept_n += len(part)
-        if self.decoded > self.max_decoded:
-            raise Bomb(f"decoded body exceeds {self.max_decoded} bytes")
-        if self.decoded > (1 << 20) and self.decoded > self.max_ratio * max(self.raw, 1):
-            raise Bomb(f"decompression ratio above {self.max_ratio:g}:1")
-
-    def feed(self, chunk: bytes) -> None:
-        """Raises Bomb when a cap is crossed; a corrupt stream just stops metering."""
-        self.raw += len(chunk)
-        if self._d is None:
-            self._out(chunk)
-            return
-        if self.broken:
-            return
-        try:
-            if self.kind == "br":
-                self._out(self._d.process(chunk, output_buffer_limit=_PIECE))
-                while not self._d.can_accept_more_data():
-                    self._out(self._d.process(b"", output_buffer_limit=_PIECE))
-            else:
-                data = chunk
-                if self.kind == "deflate" and self._start is not None:
-                    self._start = self._start + chunk if len(self._start) < _PIECE else None
-                while data:
-                    try:
-                        self._out(self._d.decompress(data, _PIECE))
-                    except zlib.error:
-                        if self.kind == "deflate" and self.decoded == 0 and self._start is not None:
-                            # RFC 9110 8.4.1.2 says zlib-wrapped; some servers send raw deflate
-                            self._d, self.kind = zlib.decompressobj(-zlib.MAX_WBITS), "raw-deflate"
-                            data, self._start = self._start, None
-                            continue
-                        raise
-                    data = self._d.unconsumed_tail
-                    if self.decoded and self.kind == "deflate":
-                        self._start = None
-        except (zlib.error, brotli.error) as exc:
-            self.broken = f"{self.kind} stream is corrupt: {exc}"
-
-    def text(self) -> bytes:
-        return b"".join(self.kept)
 
 
 @dataclass
@@ -295,9 +214,12 @@ async def exchange(
                     body.write(chunk)
                     if ex.truncated:
                         break
+                meter.finish()
                 ex.decoded = meter.text()
                 if meter.broken and not ex.failure:
                     ex.error = meter.broken
+                elif meter.trailing and not ex.failure:
+                    ex.error = f"{meter.trailing} bytes after the end of the {meter.kind} body, ignored"
             except Bomb as exc:
                 ex.truncated, ex.failure, ex.error = "length", "too-large", str(exc)
             except WIRE_ERRORS as exc:

@@ -24,6 +24,7 @@ from isal import isal_zlib
 from warcio.archiveiterator import ArchiveIterator
 from warcio.bufferedreaders import BufferedReader
 
+from .codings import Bomb, Meter
 from .errors import CrawlError
 
 
@@ -140,12 +141,11 @@ def _fast_response(data: bytes, max_body: int) -> StoredResponse | None:
 
 
 def _decode(raw: bytes, encoding: str, max_body: int) -> tuple[bytes, bool]:
-    from .exchange import Bomb, Meter
-
     meter = Meter(encoding, max_body, float("inf"), keep=max_body)
     try:
         for i in range(0, len(raw), 1 << 16):
             meter.feed(raw[i:i + (1 << 16)])
+        meter.finish()
     except Bomb:
         return meter.text(), True
     return meter.text(), False
@@ -154,7 +154,7 @@ def _decode(raw: bytes, encoding: str, max_body: int) -> tuple[bytes, bool]:
 def _decoded_body(rec: Any, max_body: int) -> tuple[bytes, bool]:
     """The record's body without transfer/content encoding, at most ``max_body`` bytes.
 
-    Decoded with :class:`crawl.exchange.Meter` (bounded pieces), not warcio's
+    Decoded with :class:`crawl.codings.Meter` (bounded pieces), not warcio's
     content_stream, which inflates a whole block at once and so would let a
     stored compression bomb explode in a reader's memory.
     """

@@ -102,3 +102,98 @@ def test_wire_url_gives_request_target_and_host_header(url: str, wire: tuple[str
 def test_wire_url_refuses_what_no_request_can_be_made_of(url: str) -> None:
     with pytest.raises(ValueError):
         wire_url(url)
+
+
+# -- gzip members, trailing bytes, chains of codings (hostile-input issue, items 1 and 12) --
+
+def test_bytes_after_the_end_of_a_gzip_stream_are_counted_not_looped_on() -> None:
+    # this exact input hung Meter.feed for ever (it looped on zlib's stale unconsumed_tail)
+    data = b"x" * 70000
+    m = Meter("gzip", max_decoded=50_000_000, max_ratio=100.0, keep=1 << 20)
+    m.feed(gzip.compress(data) + b"\n")
+    m.finish()
+    assert (m.decoded, m.text(), m.trailing, m.broken) == (70000, data, 1, "")
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(st.binary(max_size=3000), min_size=1, max_size=5),
+       garbage=st.binary(max_size=300), cuts=st.lists(st.integers(min_value=0, max_value=20000), max_size=8),
+       kind=st.sampled_from(["gzip", "deflate"]))
+def test_members_decode_as_their_concatenation_and_garbage_is_ignored(
+        parts: list[bytes], garbage: bytes, cuts: list[int], kind: str) -> None:
+    if kind == "gzip":
+        raw = b"".join(gzip.compress(p) for p in parts)
+        expected = b"".join(parts)
+        if garbage[:2] == b"\x1f\x8b":
+            garbage = b"!" + garbage
+    else:
+        raw, expected = zlib.compress(parts[0]), parts[0]
+        garbage = b"".join(parts[1:]) + garbage
+    m = Meter(kind, max_decoded=10 << 20, max_ratio=1e9, keep=1 << 20)
+    _feed(m, raw + garbage, [c for c in cuts if c <= len(raw) + len(garbage)])
+    m.finish()
+    assert (m.text(), m.decoded, m.trailing, m.broken) == (expected, len(expected), len(garbage), "")
+
+
+def test_garbage_between_members_ends_the_body() -> None:
+    raw = gzip.compress(b"one") + b"junk" + gzip.compress(b"two")
+    m = Meter("gzip", max_decoded=1 << 20, max_ratio=1e9, keep=100)
+    m.feed(raw)
+    assert m.text() == b"one" and m.trailing == 4 + len(gzip.compress(b"two"))
+
+
+def test_bytes_after_a_brotli_stream_keep_what_came_before() -> None:
+    data = b"page text " * 1000
+    m = Meter("br", max_decoded=1 << 20, max_ratio=1e9, keep=1 << 20)
+    m.feed(brotli.compress(data))
+    m.feed(b"more")
+    assert m.text() == data and m.trailing == 4 and not m.broken
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.binary(max_size=5000),
+       chain=st.lists(st.sampled_from(["gzip", "deflate", "br"]), min_size=1, max_size=4),
+       cuts=st.lists(st.integers(min_value=0, max_value=20000), max_size=6))
+def test_a_chain_of_codings_is_undone_in_reverse(data: bytes, chain: list[str], cuts: list[int]) -> None:
+    raw = data
+    for kind in chain:  # applied in header order
+        raw = _encode(kind, raw)
+    m = Meter(", ".join(chain), max_decoded=10 << 20, max_ratio=1e9, keep=1 << 20)
+    _feed(m, raw, [c for c in cuts if c <= len(raw)])
+    assert (m.text(), m.broken) == (data, "")
+
+
+def test_the_bomb_caps_apply_to_every_stage_of_a_chain() -> None:
+    # brotli inflating into megabytes of empty stored deflate blocks: the last stage
+    # yields nothing, yet the work is bounded by the caps on the middle stage
+    empty_blocks = b"\x78\x01" + b"\x00\x00\x00\xff\xff" * (4 << 20)
+    raw = brotli.compress(empty_blocks, quality=5)
+    m = Meter("deflate, br", max_decoded=10 << 20, max_ratio=100)
+    with pytest.raises(Bomb):
+        m.feed(raw)
+    assert m.decoded == 0
+    # and a gzip bomb under a brotli layer is stopped by the ratio of the whole chain
+    raw = brotli.compress(gzip.compress(bytes(64 << 20)), quality=5)
+    m = Meter("gzip, br", max_decoded=50 << 20, max_ratio=100)
+    with pytest.raises(Bomb, match="ratio"):
+        _feed(m, raw, list(range(0, len(raw), 4096)))
+    assert m.decoded < 8 << 20
+
+
+def test_unknown_and_too_many_codings_are_said_not_guessed() -> None:
+    m = Meter("gzip, x-custom", max_decoded=1 << 20, max_ratio=1e9, keep=100)
+    m.feed(b"opaque")
+    assert m.text() == b"opaque" and "x-custom" in m.broken
+    m = Meter(", ".join(["gzip"] * 1000), max_decoded=1 << 20, max_ratio=1e9, keep=100)
+    m.feed(b"opaque")
+    assert m.text() == b"opaque" and "more than" in m.broken
+    m = Meter("identity, gzip", max_decoded=1 << 20, max_ratio=1e9, keep=100)
+    m.feed(gzip.compress(b"plain"))
+    assert (m.text(), m.broken) == (b"plain", "")
+
+
+def test_many_tiny_members_are_bounded() -> None:
+    raw = gzip.compress(b"") * 20_000
+    m = Meter("gzip", max_decoded=1 << 20, max_ratio=1e9)
+    m.feed(raw)
+    assert "gzip members" in m.broken

@@ -90,3 +90,32 @@ def test_one_host_is_served_over_one_kept_alive_connection(start_testweb_factory
         log = [r for r in web.requests() if r["host"].split(":")[0] == host]
         assert len(log) == len(urls) + 1  # and robots.txt
         assert len({r["conn"] for r in log}) == 1, log
+
+
+def test_gzip_members_and_trailing_bytes_fetch_store_and_parse_whole(testweb: Any, tmp_path: Path) -> None:
+    """The test web's gzip-multi page (three members) and gzip-trailing page (garbage after
+    the stream) are fetched, archived as sent, and parsed to the links that only the last
+    part holds: by the fetch and again by ``crawl parse`` reading the WARC."""
+    import subprocess
+    import sys
+
+    import orjson
+
+    pages = []
+    for b in ("gzip-multi", "gzip-trailing"):
+        for h in testweb.with_behaviour(b):
+            pages += [p for p in testweb.pages_of(h) if p.get("behaviour") == b]
+    assert len(pages) == 2
+    d = tmp_path / "D"
+    res = run_batch(d, [p["url"] for p in pages], testweb.hosts_file.read_text())
+    for r, p in zip(res, pages, strict=True):
+        assert r["outcome"] == "ok" and not r.get("truncated"), r
+        if p["behaviour"] == "gzip-trailing":
+            assert "after the end of the gzip body" in r["error"]
+    out = subprocess.run([sys.executable, "-m", "crawl", "parse", "--dir", str(d)],
+                         input=b"".join(orjson.dumps(r) + b"\n" for r in res),
+                         capture_output=True, timeout=60, check=True).stdout
+    links = {orjson.loads(line)["url"] for line in out.splitlines()}
+    for p in pages:
+        expected = {lk["url"] for lk in p["links"]}
+        assert expected and expected <= links, (p["url"], expected - links)

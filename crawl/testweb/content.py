@@ -9,6 +9,7 @@ simhash and variants of one article are near-duplicates of each other.
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import html
 import random
@@ -160,6 +161,33 @@ def simple_html(title: str, links: list[tuple[str, str]], text_seed: object, wor
         f"</head>\n<body><h1>{html.escape(title)}</h1>\n<p>{_words(text_seed, words)}</p>\n"
         f"<ul>{items}</ul>\n<footer>{_BOILER}</footer></body></html>\n"
     ).encode()
+
+
+# -- gzip members and trailing bytes ------------------------------------------
+def gzip_page_links(web: Web, i: int) -> list[str]:
+    """The links that only the last part of a gzip-multi or gzip-trailing page holds."""
+    return [web.url(i, web.path(k)) for k in range(1, min(4, web.config.pages))]
+
+
+def gzip_page(web: Web, i: int, behaviour: str) -> bytes:
+    """The decoded page: its links come at the end, so a decoder that stops after
+    the first gzip member finds none of them."""
+    head = simple_html("Sent in parts", [], ("gzip", i, behaviour), words=400)
+    links = "".join(f'<p><a href="{html.escape(u)}">part link {n}</a></p>'
+                    for n, u in enumerate(gzip_page_links(web, i)))
+    return head + f"<div>{links}</div>\n".encode()
+
+
+def gzip_page_body(web: Web, i: int, behaviour: str) -> bytes:
+    """gzip-multi: three members (RFC 1952 allows a row of them, and servers that
+    append to a compressed log send them); gzip-trailing: one member, then a
+    newline and bytes that are no gzip (a proxy's padding, a buggy server)."""
+    page = gzip_page(web, i, behaviour)
+    if behaviour == "gzip-multi":
+        third = len(page) // 3
+        parts = (page[:third], page[third:2 * third], page[2 * third:])
+        return b"".join(gzip.compress(p, mtime=0) for p in parts)
+    return gzip.compress(page, mtime=0) + b"\n<!-- not gzip -->\n" + b"\0" * 64
 
 
 # -- robots.txt ---------------------------------------------------------------

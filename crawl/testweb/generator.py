@@ -46,6 +46,8 @@ PROFILES: tuple[tuple[str, str], ...] = (
     ("gzip-bomb", "simple"),
     ("content-type", "simple"),
     ("charset", "simple"),
+    ("gzip-multi", "simple"),
+    ("gzip-trailing", "simple"),
 )
 BEHAVIOURS = tuple(dict.fromkeys(b for b, _ in PROFILES))
 ROBOTS_VARIANTS = tuple(dict.fromkeys(r for _, r in PROFILES))
@@ -366,6 +368,10 @@ class Web:
             return ["/huge.html"]
         if b == "gzip-bomb":
             return ["/bomb.html"]
+        if b == "gzip-multi":
+            return ["/gzip/multi.html"]
+        if b == "gzip-trailing":
+            return ["/gzip/trailing.html"]
         if b == "content-type":
             return ["/ct/missing.html", "/ct/wrong.html", "/ct/html-as-png.png", "/ct/png-as-html.html"]
         if b == "charset":

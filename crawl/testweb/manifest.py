@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from . import content
 from .generator import NEAR_DUP_VARIANTS, ROBOTS_LIMIT, TRAP_PATTERNS, Web
 from .router import ADMIN_HOST, HTML
 
@@ -134,6 +135,11 @@ def _special_records(web: Web, i: int) -> Iterator[dict[str, Any]]:
     elif b == "gzip-bomb":
         yield _page_record(web, i, "/bomb.html", behaviour="gzip-bomb", content_encoding="gzip",
                            decoded_bytes=web.config.bomb_bytes)
+    elif b in ("gzip-multi", "gzip-trailing"):
+        body = content.gzip_page(web, i, b)
+        yield _page_record(web, i, "/gzip/multi.html" if b == "gzip-multi" else "/gzip/trailing.html",
+                           behaviour=b, content_encoding="gzip", decoded_bytes=len(body),
+                           links=[{"url": u, "tag": "a", "rel": [], "href": u} for u in content.gzip_page_links(web, i)])
     elif b == "content-type":
         for path, ctype, real in (("/ct/missing.html", None, "html"),
                                   ("/ct/wrong.html", "application/octet-stream", "html"),

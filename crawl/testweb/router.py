@@ -283,6 +283,16 @@ class Router:
             return Response(200, [("Content-Type", HTML), ("Content-Encoding", "gzip")], action="bomb")
         return None
 
+    def _gzip_multi(self, i: int, req: Request, path: str, query: str) -> Response | None:
+        if path == "/gzip/multi.html":
+            return _ok(content.gzip_page_body(self.web, i, "gzip-multi"), HTML, [("Content-Encoding", "gzip")])
+        return None
+
+    def _gzip_trailing(self, i: int, req: Request, path: str, query: str) -> Response | None:
+        if path == "/gzip/trailing.html":
+            return _ok(content.gzip_page_body(self.web, i, "gzip-trailing"), HTML, [("Content-Encoding", "gzip")])
+        return None
+
     def _content_type(self, i: int, req: Request, path: str, query: str) -> Response | None:
         page = content.simple_html("Typed wrongly", [("/", "home")], ("ct", i, path))
         if path == "/ct/missing.html":
