@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit
 
 import trio
 
+from .codings import Bomb, Meter
 from .http1 import (
     ConnectError,
     ConnectTimeout,
@@ -39,8 +39,8 @@ from .http1 import (
     request_head,
 )
 from .netbackend import OriginPools, RefusedAddress
-from .codings import Bomb, Meter
 from .store import BodyBuffer, http_block
+
 
 @dataclass(frozen=True)
 class Limits:

@@ -26,14 +26,14 @@ from . import records
 from .dns import AddressPolicy, DnsError, Resolver
 from .exchange import Exchange, Limits, exchange
 from .history import History
+from .identity import AGENT_TOKEN as AGENT_TOKEN
+from .identity import DEFAULT_USER_AGENT as DEFAULT_USER_AGENT
 from .netbackend import OriginPools
 from .politeness import parse_retry_after
 from .records import Record
 from .robots_fetch import RobotsFetcher, RobotsInfo
 from .store import Capture, warc_date
 
-DEFAULT_USER_AGENT = "crawl/0.1 (+https://github.com/crawl/crawl; crawler contact)"
-AGENT_TOKEN = "crawl"
 DEFAULT_TYPES = ("text/html", "application/xhtml+xml", "application/xml", "text/xml", "text/plain")
 ACCEPTS = frozenset({"lease", "url", "link"})
 log = logging.getLogger(__name__)

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import email.utils
 import math
-import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+
+from .canon_hostkey import fast_host as fast_host
+from .canon_hostkey import host_key
+
+host_of = host_key  # the frontier's name for it
 
 DAY = 86_400.0
 
@@ -137,91 +140,3 @@ def effective_priority(url: str, priority: object = None, depth: object = None) 
     return p if p < MAX_PRIORITY else MAX_PRIORITY
 
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def host_of(url: str) -> str:
-    """Lowercase ``host[:port]`` (port only when not the scheme's default).
-
-    Uses crawl.canon.host_of when that module is present so politeness keys
-    agree with the rest of the crawler; falls back to urllib otherwise.
-    Raises ValueError for a URL without a host.
-    """
-    fast = fast_host(url)
-    if fast is not None:
-        return fast
-    if _canon_host_of is not None:
-        host = _canon_host_of(url)
-        if not host:
-            raise ValueError("URL has no host")
-        return host
-    parts = urlsplit(url)
-    if parts.scheme not in _DEFAULT_PORTS:
-        raise ValueError(f"scheme {parts.scheme!r} is not http or https")
-    host = (parts.hostname or "").lower()
-    if not host:
-        raise ValueError("URL has no host")
-    port = parts.port
-    if ":" in host:
-        host = f"[{host}]"
-    if port is not None and port != _DEFAULT_PORTS[parts.scheme]:
-        return f"{host}:{port}"
-    return host
-
-
-# A canonical http(s) origin: lowercase LDH labels (RFC 1123 2.1), optional
-# non-default-looking port, then the path, query, fragment or the end.
-_CANON_ORIGIN = re.compile(
-    r"https?://((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)"
-    r"(?::([1-9][0-9]{0,4}))?)(?=[/?#]|\Z)"
-)
-
-
-_ORIGINS: dict[str, str | None] = {}  # "scheme://netloc" -> its host, or None: not canonical
-_ORIGINS_MAX = 1 << 17  # ~30 MB when full (measured: 22 MB per 100,000 origins)
-_MISSING = object()
-
-
-def fast_host(url: str) -> str | None:
-    """The host of an already canonical URL, or None to parse it fully.
-
-    URLs reach the frontier canonicalised (invariant 3): lowercase ASCII
-    host, no userinfo, default port dropped. Anything else (IDNA labels,
-    numeric hosts that are really IPv4 addresses, default ports) takes the
-    slow, exact path. The answer for each ``scheme://netloc`` prefix is
-    remembered (a page's links mostly share a few hosts), so most URLs
-    cost one ``find`` and one dict lookup instead of the regex.
-    """
-    start = 7 if url.startswith("http://") else 8 if url.startswith("https://") else 0
-    if not start:
-        return None
-    end = url.find("/", start)
-    origin = url if end < 0 else url[:end]
-    host = _ORIGINS.get(origin, _MISSING)
-    if host is not _MISSING:
-        return host  # type: ignore[return-value]
-    # The regex stops at the first "/" (or earlier, at "?" or "#"), so it
-    # gives the same answer for every URL that starts with ``origin``.
-    host = _ORIGINS[origin] = _match_host(origin)
-    if len(_ORIGINS) >= _ORIGINS_MAX:
-        _ORIGINS.clear()
-    return host
-
-
-def _match_host(url: str) -> str | None:
-    m = _CANON_ORIGIN.match(url)
-    if m is None:
-        return None
-    netloc, last, port = m.groups()
-    # A numeric last label makes it an IPv4 address (WHATWG URL host parser).
-    if last.isdigit() or last.startswith("0x") or "xn--" in netloc:
-        return None
-    if port is not None and (port == ("443" if url[4] == "s" else "80")):
-        return None
-    return netloc
-
-
-try:  # pragma: no cover - depends on whether the canon issue has landed
-    from .canon import host_of as _canon_host_of
-except ImportError:  # pragma: no cover
-    _canon_host_of = None

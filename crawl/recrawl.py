@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from . import records
+from .canon_hostkey import host_key as host_of
 from .freshness import (
     CHANGEFREQ_RATE,
     c_for_budget,
@@ -43,7 +44,6 @@ from .freshness import (
     solve_mu,
 )
 from .history import url_key
-from .politeness import host_of
 from .records import Record
 from .recrawl_page import (
     GONE,

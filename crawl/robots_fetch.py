@@ -38,6 +38,7 @@ import trio
 
 from . import robots as robots_mod
 from .exchange import Exchange, Limits, exchange
+from .identity import DEFAULT_USER_AGENT
 from .netbackend import OriginPools
 
 ROBOTS_TTL = 24 * 3600.0
@@ -270,7 +271,6 @@ def fetch_robots_sync(
     Never raises for network trouble: an unreachable file is a verdict.
     """
     from .dns import AddressPolicy, Resolver, load_hosts
-    from .fetch import DEFAULT_USER_AGENT
     from .netbackend import make_transport
 
     overrides = load_hosts(resolve_file) if resolve_file else {}
