@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench lint man clean
 
-$(STAMP): pyproject.toml setup.py crawl/_dedupe.c
+$(STAMP): pyproject.toml setup.py crawl/text/_compiled.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

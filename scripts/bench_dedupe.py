@@ -47,10 +47,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawl import compiled  # noqa: E402
-from crawl.dedupe import Deduper, payload_digest  # noqa: E402
-from crawl.simhash import SimhashIndex  # noqa: E402
-from crawl.state import close_env, open_env  # noqa: E402
+from crawl.core import close_env, open_env  # noqa: E402
+from crawl.dedupe import Deduper
+from crawl.dedupe.deduper import payload_digest  # noqa: E402
+from crawl.dedupe.simhash import SimhashIndex  # noqa: E402
+from crawl.text import compiled  # noqa: E402
 
 ROUNDS = 5
 rng = random.Random(42)
@@ -111,7 +112,7 @@ def docs_per_second(items: list[tuple[str, bytes]]) -> tuple[float, float, float
 def command_docs_per_wall_second(recs: list[dict], warc_dir: Path, jobs: int) -> float:
     """`crawl dedupe --jobs N`'s driver over in-memory batches of 200 (the command's batch)."""
     from crawl.commands.dedupe import run_checks
-    from crawl.io import Batch, Report
+    from crawl.core import Batch, Report
 
     class Source:
         def batches(self, size: int):

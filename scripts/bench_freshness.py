@@ -23,10 +23,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawl.freshness import DAY  # noqa: E402
-from crawl.recrawl import RecrawlConfig, Recrawler  # noqa: E402
-from crawl.recrawl_sim import simulate, web_truth  # noqa: E402
-from crawl.state import CrawlDir  # noqa: E402
+from crawl.core import CrawlDir  # noqa: E402
+from crawl.recrawl import Recrawler  # noqa: E402
+from crawl.recrawl.freshness import DAY  # noqa: E402
+from crawl.recrawl.recrawler import RecrawlConfig
+from crawl.recrawl.sim import simulate, web_truth  # noqa: E402
 
 T0 = 1_780_000_000.0
 

@@ -34,12 +34,12 @@ from lxml import etree, html
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from crawl import links  # noqa: E402
-from crawl.parse import ParseConfig, parse_body  # noqa: E402
+from crawl.parse import ParseConfig, links  # noqa: E402
+from crawl.parse.pages import parse_body  # noqa: E402
+from crawl.parse.traps import TrapPolicy  # noqa: E402
 from crawl.store import BodyBuffer, Capture, WarcWriter, http_block  # noqa: E402
 from crawl.testweb import Web, WebConfig  # noqa: E402
 from crawl.testweb.content import page_html  # noqa: E402
-from crawl.traps import TrapPolicy  # noqa: E402
 
 HEADERS = [("Content-Type", "text/html; charset=utf-8")]
 CFG = ParseConfig(traps=TrapPolicy(year=time.gmtime().tm_year))
@@ -131,7 +131,7 @@ def v_pull(b: bytes) -> object:
 def stored_in_warc(pages: list[tuple[str, bytes]], warc_dir: Path) -> list[dict]:
     """Write the pages as `crawl fetch` would (response records in a gzipped WARC); their fetch
     records, with the payload digest the writer computes (scripts/bench_dedupe.py uses it too)."""
-    from crawl.dedupe import payload_digest
+    from crawl.dedupe.deduper import payload_digest
 
     w = WarcWriter(warc_dir, compression="gzip")
     fetches = []

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crawl import robots  # noqa: E402
+from crawl.robots import policy as robots  # noqa: E402
 
 try:
     from protego import Protego

@@ -7,10 +7,11 @@ from typing import Any
 
 import trio
 
-from crawl.dns import AddressPolicy, parse_hosts
-from crawl.exchange import Limits
-from crawl.fetch import FetchConfig, StoreOptions, fetch_batch, open_fetcher
-from crawl.state import CrawlDir
+from crawl.core import CrawlDir
+from crawl.fetch import FetchConfig, StoreOptions, open_fetcher
+from crawl.fetch.batch import fetch_batch
+from crawl.net import AddressPolicy, Limits
+from crawl.net.dns import parse_hosts
 
 FAST = Limits(connect=1.0, total=1.5)
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from .. import __version__
-from ..errors import CrawlError, ExitStatus
+from crawl import __version__
+from crawl.core import CrawlError, ExitStatus
 
 # name: (module under crawl.commands, one-line purpose)
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -11,10 +11,7 @@ from typing import Any
 
 import click
 
-from .. import records
-from ..errors import ExitStatus
-from ..io import Report, Sink, Source, open_sink, open_source
-from ..state import CrawlDir
+from crawl.core import CrawlDir, ExitStatus, Report, Sink, Source, open_sink, open_source, records
 
 
 def dir_option(required: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

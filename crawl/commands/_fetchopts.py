@@ -17,10 +17,9 @@ from typing import Any
 
 import click
 
-from ..dns import AddressPolicy, load_hosts
-from ..exchange import Limits
-from ..fetch import DEFAULT_TYPES, DEFAULT_USER_AGENT, FetchConfig, StoreOptions
-from ..robots_parse import agent_token
+from crawl.fetch import DEFAULT_TYPES, DEFAULT_USER_AGENT, FetchConfig, StoreOptions
+from crawl.net import AddressPolicy, Limits, load_hosts
+from crawl.robots import agent_token
 
 _OPTIONS = [
     click.option("--resolve-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),

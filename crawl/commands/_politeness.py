@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ..politeness import DEFAULT, Politeness
+from crawl.frontier import DEFAULT, Politeness
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*\Z")

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import click
 
-from .. import records
-from ..canon import CANON_VERSION, DEFAULT, CanonConfig, CanonError, canonicalize
-from ..io import Report, run_stage
-from ..records import Record
+from crawl.canon import CANON_VERSION, DEFAULT, CanonConfig, CanonError, canonicalize
+from crawl.core import Record, Report, records, run_stage
+
 from ._common import io_options, stage_io
 
 

@@ -8,25 +8,35 @@ from typing import Any
 
 import click
 
-from .. import records
-from ..boilerplate import RELEARN_EVERY, ROUND_PAGES
-from ..dedupe import (
+from crawl.core import (
+    CrawlError,
+    Report,
+    Sink,
+    Source,
+    UsageError,
+    dumps_pretty,
+    records,
+    run_stage,
+    run_stage_pooled,
+)
+from crawl.dedupe import (
     MAX_DISTANCE,
+    RELEARN_EVERY,
     REPEATED_BLOCK_PAGES,
+    ROUND_PAGES,
     Deduper,
     Fingerprint,
     Prints,
     explain,
     fingerprint_pages,
 )
-from ..errors import CrawlError, UsageError
-from ..io import Report, Sink, Source, dumps_pretty, run_stage, run_stage_pooled
+
 from . import _common
 from ._common import dir_option, io_options, stage_io
 
 
 def _body(warc_dir: Path, rec: records.Record) -> tuple[bytes, str]:
-    from ..store import read_response
+    from crawl.store import read_response
 
     ptr = rec.get("warc")
     if not isinstance(ptr, dict):
@@ -50,7 +60,7 @@ def run_checks(dd: Deduper, warc_dir: Path, source: Source, sink: Sink, report: 
 
 
 def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
-    from .. import cdxj
+    from crawl.store import cdxj
 
     cdxj.build(warc_dir)  # the index may predate the newest WARC records
     caps = [c for c in cdxj.lookup(warc_dir, url) if str(c.get("status")) == "200"]

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from ..fetch import ACCEPTS, run_fetch
+from crawl.fetch import ACCEPTS, run_fetch
+
 from ._common import crawl_dir as open_crawl_dir
 from ._common import dir_option, io_options, stage_io
 from ._fetchopts import fetch_config_from, fetch_options, raise_open_files

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from .. import records
-from ..frontier import Frontier
-from ..io import dumps_pretty, open_sink
+from crawl.core import dumps_pretty, open_sink, records
+from crawl.frontier import Frontier
+
 from ._common import crawl_dir, dir_option, io_options, stage_io
 from ._politeness import DURATION, politeness_from, politeness_options
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import click
 import orjson
 
-from .. import cdxj, store
-from ..errors import ExitStatus, UsageError
-from ..state import CrawlDir
+from crawl import store
+from crawl.core import CrawlDir, ExitStatus, UsageError
+from crawl.store import cdxj
+
 from ._common import dir_option
 
 

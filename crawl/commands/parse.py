@@ -8,12 +8,10 @@ from pathlib import Path
 
 import click
 
-from .. import traps
-from ..io import open_sink, run_stage
-from ..parse import ParseConfig, Response, parse_fetch
-from ..records import Record
-from ..state import CrawlDir
-from ..store import read_response
+from crawl.core import CrawlDir, Record, open_sink, run_stage
+from crawl.parse import ParseConfig, Response, parse_fetch, traps
+from crawl.store import read_response
+
 from ._common import dir_option, io_options, stage_io
 
 

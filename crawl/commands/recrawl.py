@@ -10,12 +10,10 @@ from pathlib import Path
 
 import click
 
-from .. import records
-from ..crawllog import read_log
-from ..freshness import parse_budget, parse_duration
-from ..io import dumps_pretty, open_sink, run_stage
-from ..recrawl import Recrawler
-from ..state import CrawlDir
+from crawl.core import CrawlDir, dumps_pretty, open_sink, records, run_stage
+from crawl.recrawl import Recrawler, parse_budget, parse_duration
+from crawl.run import read_log
+
 from . import _common
 from ._common import dir_option, io_options, stage_io
 
@@ -112,8 +110,7 @@ def command(ctx: click.Context, crawl_dir: Path | None, budget: float | None, sh
         limit = rc.allowance(now, cfg.budget * cfg.share) if cfg.budget > 0 else 1 << 62
     due = rc.due(now, limit)
     if enqueue and due:
-        from ..frontier import Frontier
-        from ..frontier_recrawl import readd
+        from crawl.frontier import Frontier, readd
 
         with Frontier(rc_dir(ctx, crawl_dir).frontier) as fr:
             got = readd(fr, due, now)

@@ -8,12 +8,9 @@ from pathlib import Path
 
 import click
 
-from .. import records
-from ..errors import ExitStatus, UsageError
-from ..io import Report, open_source
-from ..records import Record
-from ..robots import MAX_BYTES, Robots, parse
-from ..robots_report import RobotsSource, decision_record, format_text
+from crawl.core import ExitStatus, Record, Report, UsageError, open_source, records
+from crawl.robots import MAX_BYTES, Robots, RobotsSource, decision_record, format_text, parse
+
 from ._common import finish
 
 _ACCEPT = records.URL_KINDS | {"fetch", "lease"}

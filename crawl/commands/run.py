@@ -10,14 +10,10 @@ from typing import Any
 
 import click
 
-from .. import records
-from ..display import make_display, summary
-from ..errors import UsageError
-from ..parse import ParseConfig
-from ..run import Budgets, Crawl, RunOptions
-from ..run_loop import run_crawl
-from ..scope import MODES, Scope
-from ..state import CrawlDir
+from crawl.core import CrawlDir, UsageError, records
+from crawl.parse import ParseConfig
+from crawl.run import MODES, Budgets, Crawl, RunOptions, Scope, make_display, run_crawl, summary
+
 from ._common import dir_option
 from ._fetchopts import fetch_config_from, fetch_options, raise_open_files
 from ._politeness import DURATION, politeness_from, politeness_options
@@ -138,7 +134,7 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     cdir.root.mkdir(parents=True, exist_ok=True)
     crawl = Crawl(cdir, opts)
     early.attach(crawl)
-    from ..io import Report
+    from crawl.core import Report
 
     report = Report("run")
     display = make_display(kw["progress"], kw["interval"])

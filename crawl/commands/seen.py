@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from .. import records
-from ..io import dumps_pretty, run_stage
-from ..seen import SeenSet
+from crawl.core import dumps_pretty, records, run_stage
+from crawl.seen import SeenSet
+
 from . import _common
 from ._common import dir_option, io_options, stage_io
 
@@ -69,7 +69,7 @@ def command(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file:
 
             def mark(recs: list[records.Record]) -> list[records.Record]:
                 fps = []
-                from ..canon import CanonError, canonicalize
+                from crawl.canon import CanonError, canonicalize
 
                 for r in recs:
                     try:

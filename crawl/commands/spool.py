@@ -9,9 +9,8 @@ from pathlib import Path
 import click
 import orjson
 
-from .. import records
-from ..io import Report, StreamSink, StreamSource, open_sink
-from ..spool import Spool
+from crawl.core import Report, Spool, StreamSink, StreamSource, open_sink, records
+
 from ._common import finish
 
 spool_dir = click.argument("spool", type=click.Path(file_okay=False, path_type=Path))

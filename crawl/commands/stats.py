@@ -6,8 +6,9 @@ import time
 
 import click
 
-from .. import records
-from ..report import gather, outcome_counts
+from crawl.core import records
+from crawl.run import gather, outcome_counts
+
 from ._common import dir_option
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import orjson
 
-from ..errors import UsageError
+from crawl.core import UsageError
 
 _DIR = click.Path(file_okay=False, path_type=Path)
 

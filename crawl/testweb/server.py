@@ -27,7 +27,8 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from ..errors import CrawlError
+from crawl.core import CrawlError
+
 from . import content
 from .router import ADMIN_HOST, Clock, Request, Response, Router
 

@@ -1,0 +1,37 @@
+"""The plumbing every stage shares; it imports no stage.
+
+Records (:mod:`.records`: one NDJSON object per line, each with ``kind`` and
+``v``) go between stages through pipes or LMDB spools (:mod:`.spool`), read
+and written by :mod:`.io`, which also runs a stage's batch loop (read a
+batch, process, write, then acknowledge). :mod:`.state` lays out a crawl
+directory and opens its LMDB environments; :mod:`.errors` holds the
+exceptions that become one ``crawl: error:`` line and an exit status;
+:mod:`.maptrim` gives back the page cache of memory-mapped files; and
+:mod:`.identity` is who the crawler says it is.
+"""
+
+from . import records as records
+from .errors import CrawlError as CrawlError
+from .errors import ExitStatus as ExitStatus
+from .errors import StateError as StateError
+from .errors import UsageError as UsageError
+from .identity import AGENT_TOKEN as AGENT_TOKEN
+from .identity import DEFAULT_USER_AGENT as DEFAULT_USER_AGENT
+from .io import Batch as Batch
+from .io import Report as Report
+from .io import Sink as Sink
+from .io import Source as Source
+from .io import StreamSink as StreamSink
+from .io import StreamSource as StreamSource
+from .io import dumps_pretty as dumps_pretty
+from .io import ensure_inside as ensure_inside
+from .io import open_sink as open_sink
+from .io import open_source as open_source
+from .io import run_stage as run_stage
+from .io import run_stage_pooled as run_stage_pooled
+from .maptrim import MapTrimmer as MapTrimmer
+from .records import Record as Record
+from .spool import Spool as Spool
+from .state import CrawlDir as CrawlDir
+from .state import close_env as close_env
+from .state import open_env as open_env

@@ -1,0 +1,264 @@
+"""The fetch stage: leases in, archived responses and fetch results out.
+
+Shape (STYLE.md "Async shape"): a reader task turns source batches into work
+items, N worker tasks each run one :meth:`crawl.fetcher.Fetcher.fetch` at a
+time, ONE writer task appends their captures to the WARC store and fsyncs,
+and only then an output task emits the results and acknowledges the input
+batch. Every channel is bounded, so a slow disk or a slow consumer slows the
+fetchers down instead of piling pages up in memory.
+
+Politeness (one request per host, delays) is the frontier's job: fetch
+trusts its leases. Plain URL records are accepted too, for one-off use.
+What happens to one lease is in :mod:`crawl.fetcher`; its names are
+re-exported here, so ``from crawl.fetch import FetchConfig`` keeps working.
+"""
+
+from __future__ import annotations
+
+import resource
+import signal
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from crawl.core import Batch, CrawlDir, CrawlError, Record, Report, Sink, Source, open_env
+from crawl.net import AddressPolicy, Resolver, make_transport
+from crawl.recrawl import History
+from crawl.robots import RobotsCache, RobotsFetcher
+from crawl.store import WarcWriter
+
+from .fetcher import (
+    ACCEPTS,
+    AGENT_TOKEN,
+    DEFAULT_TYPES,
+    DEFAULT_USER_AGENT,
+    FetchConfig,
+    Fetched,
+    Fetcher,
+    retry_after,
+    type_wanted,
+)
+
+__all__ = [
+    "ACCEPTS", "AGENT_TOKEN", "DEFAULT_TYPES", "DEFAULT_USER_AGENT", "FetchConfig", "Fetched",
+    "Fetcher", "StoreOptions", "fetch_all", "fetch_batch", "open_fetcher", "retry_after",
+    "run_fetch", "store_group", "type_wanted",
+]
+
+
+def store_group(writer: WarcWriter, history: History | None, items: list[Fetched]) -> list[Record]:
+    """Archive a group, fsync once, update history; returns the records to release.
+
+    Runs in a worker thread (blocking file I/O). Only after ``writer.sync()``
+    does any record of the group leave this function (DESIGN invariant 1).
+    """
+    updates = []
+    try:
+        for it in items:
+            for cap in it.captures:
+                ptr = writer.write(cap)
+                if cap is it.page and ptr is not None:
+                    it.record["warc"] = ptr
+            if it.history is not None:
+                if "warc" in it.record and it.record["outcome"] == "ok":
+                    it.history["warc"] = it.record["warc"]
+                updates.append((it.record["url"], it.history))
+        writer.sync()
+        if history is not None:
+            history.update(updates)
+    except OSError as exc:
+        raise CrawlError(
+            f"cannot write to the WARC store {writer.dir}: {exc.strerror or exc}. No result was "
+            "emitted for this group; its leases return to the frontier when they expire.") from exc
+    finally:
+        for it in items:
+            for cap in it.captures:
+                cap.close()
+    return [it.record for it in items]
+
+
+async def fetch_batch(fetcher: Fetcher, writer: WarcWriter, leases: list[Record]) -> list[Record]:
+    """Fetch a batch concurrently, store it durably, return the results in input order.
+
+    The entry point for callers that already run trio (``crawl run``).
+    """
+    results: list[Fetched | None] = [None] * len(leases)
+    limiter = trio.CapacityLimiter(max(1, fetcher.cfg.concurrency))
+
+    async def one(i: int, lease: Record) -> None:
+        async with limiter:
+            results[i] = await fetcher.fetch(lease)
+
+    async with trio.open_nursery() as nursery:
+        for i, lease in enumerate(leases):
+            nursery.start_soon(one, i, lease)
+    done = [r for r in results if r is not None]
+    return await trio.to_thread.run_sync(store_group, writer, fetcher.history, done)
+
+
+async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWriter,
+                    report: Report, *, batch: int = 500, group: int = 256) -> None:
+    """Stream leases from ``source`` to results in ``sink`` (see module docstring).
+
+    Input batches are acknowledged (spools) only once all their results are written.
+    """
+    work_send, work_recv = trio.open_memory_channel[tuple[Any, Record]](0)
+    store_send, store_recv = trio.open_memory_channel[Fetched](fetcher.cfg.concurrency)
+    out_send, out_recv = trio.open_memory_channel[list[Fetched]](4)
+    pending: dict[int, list[Any]] = {}  # batch id -> [results outstanding, batch, all read]
+
+    async def reader() -> None:
+        it: Iterator[Batch] = source.batches(batch)
+        async with work_send:
+            for bid in range(1 << 62):
+                b = await trio.to_thread.run_sync(next, it, None, abandon_on_cancel=True)
+                if b is None:
+                    return
+                report.add("in", len(b.records))
+                if not b.records:  # nothing valid in it: done already
+                    await trio.to_thread.run_sync(b.ack)
+                    continue
+                pending[bid] = [len(b.records), b]
+                for rec in b.records:
+                    await work_send.send((bid, rec))
+
+    async def worker(recv: Any, send: Any) -> None:
+        async with send:
+            async for bid, lease in recv:
+                f = await fetcher.fetch(lease)
+                f.token = bid
+                await send.send(f)
+
+    async def store_task() -> None:
+        async with out_send:
+            async for first in store_recv:
+                items = [first]
+                while len(items) < group:
+                    try:
+                        items.append(store_recv.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await trio.to_thread.run_sync(store_group, writer, fetcher.history, items)
+                await out_send.send(items)
+
+    async def output() -> None:
+        async for items in out_recv:
+            await trio.to_thread.run_sync(sink.write, [it.record for it in items])
+            for it in items:
+                report.add("out")
+                report.add(f"outcome/{it.record['outcome']}")
+                entry = pending[it.token]
+                entry[0] -= 1
+                if entry[0] == 0:
+                    del pending[it.token]
+                    await trio.to_thread.run_sync(entry[1].ack)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        async with store_send, work_recv:
+            for _ in range(max(1, fetcher.cfg.concurrency)):
+                nursery.start_soon(worker, work_recv.clone(), store_send.clone())
+        nursery.start_soon(store_task)
+        nursery.start_soon(output)
+
+
+@dataclass
+class StoreOptions:
+    compression: str = "gzip"
+    max_size: int = 1 << 30
+    prefix: str = "crawl"
+
+
+def _origin_budget(concurrency: int) -> int:
+    """Idle per-origin pools to keep: one per active host (a polite crawl comes
+    back to each host about once a second), up to 8,192, within the open-file
+    limit (each keeps one socket; the workers, WARC files and LMDB need theirs)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    room = soft - concurrency * 2 - 64 if soft != resource.RLIM_INFINITY else 1 << 20
+    return max(16, min(8192, room))
+
+
+@asynccontextmanager
+async def open_fetcher(
+    crawl_dir: CrawlDir,
+    cfg: FetchConfig,
+    *,
+    overrides: dict[str, list[str]] | None = None,
+    fallback: bool = True,
+    policy: AddressPolicy | None = None,
+    store: StoreOptions | None = None,
+) -> AsyncIterator[tuple[Fetcher, WarcWriter]]:
+    """Everything a fetch needs, opened on one crawl directory and closed after.
+
+    Usage (inside trio)::
+
+        async with open_fetcher(CrawlDir(d), FetchConfig(), overrides=hosts) as (f, w):
+            results = await fetch_batch(f, w, leases)
+    """
+    env = open_env(crawl_dir.fetchstate)
+    policy = policy or AddressPolicy()
+    store = store or StoreOptions()
+    resolver = Resolver(overrides or {}, fallback=fallback, env=env)
+    transport = make_transport(resolver, policy, max_origins=_origin_budget(cfg.concurrency))
+    writer = WarcWriter(crawl_dir.warc, prefix=store.prefix, max_size=store.max_size,
+                        compression=store.compression,
+                        info={"operator-agent": cfg.user_agent, "robots": "obey" if cfg.robots else "ignore"})
+    robots = RobotsFetcher(transport, RobotsCache(env), user_agent=cfg.user_agent, limits=cfg.limits,
+                           hop_delay=cfg.host_delay)
+    fetcher = Fetcher(cfg, transport, resolver, policy, history=History(env), robots=robots)
+    try:
+        yield fetcher, writer
+    finally:
+        with trio.CancelScope(shield=True):
+            await transport.aclose()
+        writer.close()
+
+
+def run_fetch(source: Source, sink: Sink, report: Report, crawl_dir: CrawlDir, cfg: FetchConfig,
+              **opts: Any) -> None:
+    """Blocking entry point for ``crawl fetch``: one trio run over the whole input.
+
+    SIGINT/SIGTERM cancel the run; a WARC group being written is finished
+    (its thread is not abandoned) and KeyboardInterrupt is raised afterwards,
+    which the command boundary turns into exit status 130.
+    """
+    interrupted = False
+
+    async def main() -> None:
+        nonlocal interrupted
+        async with open_fetcher(crawl_dir, cfg, **opts) as (fetcher, writer):
+            async with trio.open_nursery() as nursery:
+
+                async def watch() -> None:
+                    nonlocal interrupted
+                    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
+                        async for _ in sigs:
+                            interrupted = True
+                            nursery.cancel_scope.cancel()
+                            return
+
+                nursery.start_soon(watch)
+                await fetch_all(source, sink, fetcher, writer, report)
+                nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as group:
+        # trio groups task failures; one failure (a closed stdout, a full disk)
+        # is re-raised alone so the command boundary can word it properly.
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out

@@ -1,0 +1,18 @@
+"""The frontier: which URL is fetched next, and when its host may be asked again.
+
+URLs come in (``add``: canonical, deduplicated by key), wait in per-host
+queues ordered by priority (:mod:`.hostqueue`), leave as leases (``next``:
+one host at a time, its delay and the per-IP cap respected,
+:mod:`.politeness`, :mod:`.ipslots`) and come back as fetch results
+(``complete``, :mod:`.complete`), which set the host's next-allowed time
+(DESIGN invariant 1). Every change is one LMDB transaction (:mod:`.tx`) in
+:mod:`.db`; :mod:`.report` reads it for ``stats`` and ``dump``;
+:mod:`.recrawl` re-admits what the recrawl model says is due.
+"""
+
+from .db import Frontier as Frontier
+from .politeness import DEFAULT as DEFAULT
+from .politeness import Politeness as Politeness
+from .politeness import parse_retry_after as parse_retry_after
+from .recrawl import enqueue_due as enqueue_due
+from .recrawl import readd as readd

@@ -1,0 +1,174 @@
+"""What a fetch result does to the frontier: the disposition rules.
+
+Split from crawl/frontier.py because this is the policy a reader looks for
+("why was this URL retried / dropped / why is this host parked"), while
+frontier.py is the queue machinery. Runs inside the caller's write
+transaction (``_Tx``); returns one ``event`` record per fetch record.
+
+Dispositions:
+
+``done``      the URL is finished for this cycle (ok, not-modified, redirect,
+              robots-disallowed, 4xx, too-large, ...). Redirects and robots
+              outcomes are recorded here, never retried: the redirect target
+              comes back through ``crawl parse`` as a link.
+``backoff``   429 or 503: the URL goes back to the head of its queue, the
+              host (and every host on its IP) waits Retry-After exactly or an
+              exponential backoff, capped at a day.
+``retry``     transport error or other 5xx: the URL goes back with its failure
+              count, due when the host is; the host backs off.
+``deferred``  the fetcher spent the lease on a prerequisite (robots.txt): the
+              URL goes back to the head of its queue with no failure
+              counted; the host is released with the normal delay.
+``dropped``   the URL failed ``max_retries`` times: recorded, not retried in
+              this cycle.
+A host with ``park_after`` consecutive failures is parked for ``park_seconds``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import xxhash
+
+from crawl.core import Record, records
+
+from . import hostqueue as hq
+from .politeness import backoff_delay, parse_retry_after, release_delay
+from .tx import TRANSIENT, _parse_lease, outcome_code
+
+if TYPE_CHECKING:
+    from .tx import Tx
+
+_RATE_LIMIT = frozenset({429, 503})
+_BACK = frozenset({"backoff", "retry", "deferred"})  # dispositions that put the URL back in its queue
+_OUTCOMES = frozenset(records.OUTCOMES)
+
+
+def _event(t: Tx, rec: Record, event: str, **fields: Any) -> Record:
+    out = {"kind": "event", "v": records.VERSION, "ts": t.now, "event": event, "url": rec.get("url"),
+           "lease": rec.get("lease")}
+    out.update(fields)
+    return out
+
+
+def _number(value: object) -> float | None:
+    t = type(value)
+    if (t is float or t is int) and value == value:  # not bool, not NaN
+        return float(value)  # type: ignore[arg-type]
+    return None
+
+
+def _check(rec: Record) -> str | None:
+    """Why a fetch record cannot be applied, or None if it can."""
+    if rec.get("kind") != "fetch":
+        return f'expected a fetch record, got kind {rec.get("kind")!r}'
+    if not isinstance(rec.get("url"), str) or not rec["url"]:
+        return 'no "url" string'
+    if rec.get("outcome") not in _OUTCOMES:
+        return f'unknown outcome {rec.get("outcome")!r} (expected one of {", ".join(records.OUTCOMES)})'
+    status = rec.get("status")
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999):
+        return f"bad status {status!r} (expected an HTTP status code 100..999 or null)"
+    if "lease" not in rec:
+        return 'no "lease" field: only leased URLs can be completed (crawl frontier next hands them out)'
+    return None
+
+
+def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
+                 _head: Any = hq.LEASE_HEAD.unpack_from, _at: int = hq.LEASE_HEAD.size) -> Record:
+    get: Any = rec.get  # (what it returns is checked just below)
+    url, outcome, status, name = get("url"), get("outcome"), get("status"), get("lease")
+    # What a fetcher sends passes this quick test; anything else gets its exact verdict from _check.
+    if not (get("kind") == "fetch" and type(url) is str and url and outcome in _OUTCOMES and name is not None
+            and (status is None or (type(status) is int and 100 <= status <= 999))):
+        problem = _check(rec)
+        if problem is not None:
+            return _event(t, rec, "frontier.bad-record", error=problem)
+    lease_id = _parse_lease(name)
+    lkey = hq.u64(lease_id) if lease_id is not None else None
+    # One search, not a get and a delete; a batch's leases are neighbours, and
+    # a positioned cursor finds the next one on its page without descending.
+    raw = t.cursor("leases").pop(lkey) if lkey is not None else None
+    if raw is None:
+        return _event(
+            t, rec, "frontier.unknown-lease",
+            error=f"lease {rec['lease']!r} is unknown or expired; its URL was (or will be) leased again",
+        )
+    hid, prio, seq, deadline, leased_at, fp = _head(raw)
+    if _fp(url.encode("utf-8", "surrogatepass")) != fp:  # the lease keeps its URL's 64-bit fingerprint
+        t.txn.put(lkey, raw, db=t.dl)  # changes nothing after all
+        leased = hq.decode_entry(raw[_at:], t.read_host(hid).name).url
+        return _event(t, rec, "frontier.bad-record",
+                      error=f"url does not match lease {rec['lease']} (leased {leased!r})")
+    h = t.host(hid)
+    attempts, fails = raw[_at + 1], raw[_at + 2]
+    t.drop_deadline(hq.time_key(hq.ms_up(deadline), lease_id))
+    cfg, now = t.cfg, t.now
+    timings = get("timings")
+    rt = _number(timings.get("total")) if type(timings) is dict else None
+    crawl_delay = _number(get("crawl_delay"))
+    if crawl_delay is not None:
+        h.crawl_delay = crawl_delay
+    if rt is not None:
+        h.last_response = rt
+    old_ip = h.ip
+    new_ip = get("ip")
+    ra = get("retry_after")
+    parked = False
+
+    # A backoff never undercuts the host's normal delay (Crawl-delay included):
+    # Retry-After: 0 or a tiny --backoff-base must not make us less polite.
+    floor = release_delay(cfg, rt, h.crawl_delay if h.crawl_delay >= 0 else None)
+    if status in _RATE_LIMIT:
+        h.backoff += 1
+        delay = max(floor, backoff_delay(cfg, h.backoff, parse_retry_after(ra, now) if ra is not None else None))
+        h.next_allowed = now + delay
+        if old_ip:  # everyone on this machine slows down, not just this name
+            inflight, slow = t.ip_state(old_ip)
+            t.put_ip(old_ip, inflight, max(slow, now + delay))
+        disposition = "backoff"
+        t.count("backoffs")
+    elif outcome in TRANSIENT or (outcome == "http-error" and isinstance(status, int) and status >= 500):
+        h.backoff += 1
+        h.failures += 1
+        delay = max(floor, backoff_delay(cfg, h.backoff, parse_retry_after(ra, now) if ra is not None else None))
+        if h.failures >= cfg.park_after:
+            h.parked_until = now + cfg.park_seconds
+            delay = max(delay, cfg.park_seconds)
+            parked = True
+        h.next_allowed = now + delay
+        fails += 1
+        if fails >= cfg.max_retries:
+            disposition = "dropped"
+            t.count("dropped")
+        else:
+            disposition = "retry"
+            t.count("retried")
+    else:
+        h.backoff = 0
+        h.failures = 0
+        h.parked_until = 0.0
+        h.next_allowed = now + floor
+        disposition = "deferred" if outcome == "deferred" else "done"
+        t.count(disposition)
+
+    # Free the IP slot taken at lease time, then learn the (new) address.
+    h.lease = 0
+    if old_ip:
+        t.release_ip(old_ip)
+    if type(new_ip) is str and new_ip and len(new_ip) <= 64:
+        h.ip = new_ip
+    if disposition in _BACK:
+        entry = raw[_at:]
+        t.back_to_queue(hq.Lease(hid, prio, seq, deadline, leased_at, fp, entry), h,
+                        hq.with_counts(entry, attempts, fails))
+    else:
+        t.set_known(hid, fp, hq.DONE if disposition == "done" else hq.DROPPED, outcome_code(outcome))
+        t.reschedule(hid, h)
+    event: Record = {"kind": "event", "v": records.VERSION, "ts": now, "event": "frontier.complete",
+                     "url": url, "lease": name, "disposition": disposition,
+                     "next_allowed": h.next_allowed, "outcome": outcome, "status": status, "host": h.name,
+                     "attempt": attempts}
+    if parked:
+        event["parked_until"] = h.parked_until
+    return event

@@ -1,0 +1,21 @@
+"""The whole loop in one command: frontier, fetch, parse, seen, dedupe, recrawl.
+
+:mod:`.crawl` owns what happens to records (admission under the crawl's
+:mod:`.scope` and budgets, results, parsing), built from the stages' own
+functions; :mod:`.loop` is the async side (tasks, signals, the parse
+processes); :mod:`.crawllog` writes the crawl log; :mod:`.display` draws
+the live table and the summary; :mod:`.stats` gathers what a crawl
+directory holds for ``crawl stats``.
+"""
+
+from .crawl import Budgets as Budgets
+from .crawl import Crawl as Crawl
+from .crawl import RunOptions as RunOptions
+from .crawllog import read_log as read_log
+from .display import make_display as make_display
+from .display import summary as summary
+from .loop import run_crawl as run_crawl
+from .scope import MODES as MODES
+from .scope import Scope as Scope
+from .stats import gather as gather
+from .stats import outcome_counts as outcome_counts

@@ -1,0 +1,394 @@
+"""``crawl run``: the whole loop in one process, built from the stage functions.
+
+::
+
+    frontier.next ──leases──▶ fetch_all ──results──▶ [spool: fetched] ──▶ frontier.complete
+         ▲                                               │                 + crawl log
+         └── frontier.add ◀── seen ◀── scope ◀── parse ◀─┘ (dedupe first)
+
+The same library functions as the separate commands, wired with trio tasks
+and one durable spool. Why this is crash-safe (DESIGN invariant 1):
+
+* a fetch result is put in the ``fetched`` spool (fsynced) *before* the
+  frontier completes its lease; a crash in between only lets the lease
+  expire and the URL be fetched again (at-least-once);
+* a spool batch is acknowledged only after its links are in the frontier,
+  and links are marked seen only *after* the frontier has them, so a crash
+  re-processes the batch and the frontier's own "already known" check makes
+  the repeat a no-op: no link is ever lost between seen and frontier;
+* the frontier, seen set, spool and WARC files are LMDB or fsynced files,
+  so SIGKILL at any moment leaves a state the next run resumes from.
+
+Everything blocking (LMDB, parsing, WARC writes) runs in worker threads so
+the event loop keeps the sockets busy; the tasks themselves, signals and
+the optional parse processes live in :mod:`crawl.run_loop`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import trio
+
+from crawl.canon import CanonError
+from crawl.core import Batch, CrawlDir, CrawlError, Record, Spool, open_env, records
+from crawl.dedupe import Deduper
+from crawl.fetch import FetchConfig, StoreOptions
+from crawl.frontier import Frontier, Politeness, enqueue_due
+from crawl.net import AddressPolicy
+from crawl.parse import ParseConfig, parse_fetch
+from crawl.recrawl import Recrawler, split_budget
+from crawl.seen import SeenSet, canonical
+from crawl.store import read_response
+
+from .crawllog import CrawlLog, event_of
+from .scope import Scope
+from .stats import RUN_STATUS
+
+FAILURES = frozenset({"timeout", "connect-error", "dns-error", "protocol-error", "http-error"})
+
+
+@dataclass
+class Budgets:
+    """When a run stops by itself. 0 / None means no limit."""
+
+    max_pages: int = 0  # fetched pages (outcome ok or not-modified); leasing stops there
+    max_per_host: int = 0  # URLs admitted per host
+    duration: float = 0.0  # seconds of wall time for this run
+    idle_exit: float = 60.0  # end when nothing is due for this long (work stays queued)
+
+
+@dataclass
+class RunOptions:
+    budgets: Budgets = field(default_factory=Budgets)
+    scope: Scope = field(default_factory=Scope)
+    politeness: Politeness = field(default_factory=Politeness)
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+    parse: ParseConfig = field(default_factory=ParseConfig)
+    overrides: dict[str, list[str]] = field(default_factory=dict)
+    resolve_fallback: bool = True
+    address_policy: AddressPolicy = field(default_factory=AddressPolicy)
+    store: StoreOptions = field(default_factory=StoreOptions)
+    lease_seconds: float = 0.0  # 0: derived from the fetch timeouts
+    batch: int = 256
+    grace: float = 5.0  # seconds in-flight fetches get after Ctrl-C / SIGTERM
+    parse_procs: int = 0  # 0: dedupe/parse/seen in this process; N: in N child processes
+    recrawl: bool = False  # run continuously, re-admitting pages the freshness model says are due
+    recrawl_share: float = 0.5  # fraction of lease capacity reserved for re-crawl when both wait
+    recrawl_budget: float = 0.0  # re-crawl fetches per second (0: share x --batch per second)
+    # Fetched pages waiting for the parse side before leasing pauses. Without
+    # a bound, a fetch side faster than parsing piles up work: links reach the
+    # frontier late, and a --duration run overran by the whole pile (measured:
+    # 100 s for a 60 s budget). About five seconds of parsing at ~200 pages/s.
+    max_backlog: int = 1000
+
+
+class Progress:
+    """Counters the loop updates and the progress display reads."""
+
+    def __init__(self, start_pages: int = 0) -> None:
+        self.started = time.time()
+        self.counts: dict[str, int] = {}
+        self.pages = start_pages  # across resumed runs (from the run state)
+        self.bytes = 0
+        self.window: list[tuple[float, int]] = [(self.started, 0)]
+        self.results = 0
+        self.backpressure = 0.0  # seconds leasing waited for the parse side
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def rate(self, now: float) -> float:
+        self.window.append((now, self.results))
+        while len(self.window) > 2 and now - self.window[0][0] > 10.0:
+            self.window.pop(0)
+        t0, n0 = self.window[0]
+        return (self.results - n0) / (now - t0) if now > t0 else 0.0
+
+
+class Crawl:
+    """One crawl directory opened for ``crawl run``."""
+
+    def __init__(self, cdir: CrawlDir, opts: RunOptions) -> None:
+        self.cdir = cdir
+        self.opts = opts
+        if not opts.lease_seconds:
+            lim = opts.fetch.limits
+            # robots.txt and the page can each take the whole timeout; a lease
+            # must outlive both, or a slow host could be leased twice at once.
+            opts.lease_seconds = 2 * lim.total + lim.connect + 30.0
+        self.frontier = Frontier(cdir.frontier, opts.politeness)
+        self.seen = SeenSet(cdir.seen)
+        self.dedupe = Deduper(cdir.dedupe)
+        # History for the freshness model is kept on every crawl, so a later
+        # `crawl recrawl` (or `crawl run --recrawl`) has something to learn from.
+        self.recrawler = Recrawler(cdir)
+        self.next_recrawl = 0.0
+        self.fetched = Spool(cdir.spools / "fetched")
+        self.log = CrawlLog(cdir.log)
+        self.state = open_env(cdir.sub("runstate"), max_dbs=4)
+        self.hostcap = self.state.open_db(b"host-admitted")
+        self.meta = self.state.open_db(b"meta")
+        self.progress = Progress(self._meta_int(b"pages"))
+        self.stopping = ""  # why leasing stopped ("" while running)
+        self.fetch_done = False
+        self.deadline = time.time() + opts.budgets.duration if opts.budgets.duration else math.inf
+        self.last_lease = time.time()
+
+    def close(self) -> None:
+        self.recrawler.close()
+        self.dedupe.close()
+        self.seen.close()
+        self.frontier.close()
+        self.fetched.close()
+
+    # -- admission: scope, per-host cap, seen, frontier ---------------------
+
+    def _meta_int(self, key: bytes) -> int:
+        with self.state.begin() as txn:
+            raw = txn.get(key, db=self.meta)
+        return int(raw) if raw else 0
+
+    def admit(self, recs: list[Record], now: float) -> dict[str, int]:
+        """Put new, in-scope URLs into the frontier; then mark them seen."""
+        counts = {"in": len(recs), "out_of_scope": 0, "host_cap": 0, "seen": 0, "added": 0, "rejected": 0}
+        fresh: list[Record] = []
+        fps: list[int] = []
+        batch_fps: set[int] = set()
+        for rec in recs:
+            if rec.get("kind") not in records.URL_KINDS:
+                continue
+            try:
+                rec, fp = canonical(rec)
+            except CanonError:
+                counts["rejected"] += 1
+                continue
+            if self.opts.scope.reason_out(rec["url"], int(rec.get("depth") or 0)):
+                counts["out_of_scope"] += 1
+                continue
+            if fp in batch_fps:
+                counts["seen"] += 1
+                continue
+            batch_fps.add(fp)
+            fresh.append(rec)
+            fps.append(fp)
+        known = self.seen.contains_fps(fps) if fps else []
+        new = [(r, fp) for r, fp, k in zip(fresh, fps, known, strict=True) if not k]
+        counts["seen"] += len(fresh) - len(new)
+        cap = self.opts.budgets.max_per_host
+        if cap and new:
+            new = self._host_cap(new, counts)
+        if new:
+            got = self.frontier.add([r for r, _ in new], now)
+            counts["added"] += got.get("added", 0)
+            # seen after frontier: a crash in between repeats, never loses
+            self.seen.add_fps([fp for _, fp in new])
+        return counts
+
+    def _host_cap(self, new: list[tuple[Record, int]], counts: dict[str, int]) -> list[tuple[Record, int]]:
+        cap = self.opts.budgets.max_per_host
+        kept = []
+        with self.state.begin(write=True) as txn:
+            local: dict[bytes, int] = {}
+            for rec, fp in new:
+                host = str(rec.get("host") or "").encode() or b"?"
+                n = local.get(host)
+                if n is None:
+                    raw = txn.get(host, db=self.hostcap)
+                    n = int(raw) if raw else 0
+                if n >= cap:
+                    counts["host_cap"] += 1
+                    continue
+                local[host] = n + 1
+                kept.append((rec, fp))
+            for host, n in local.items():
+                txn.put(host, str(n).encode(), db=self.hostcap)
+        return kept
+
+    def seed(self, urls: list[str]) -> dict[str, int]:
+        recs = [records.make("url", url=u, depth=0, priority=0, reason="seed") for u in urls]
+        self.opts.scope.add_seeds(urls)
+        return self.admit(recs, time.time())
+
+    # -- the fetch side: leases in, results out ------------------------------
+
+    def lease_batches(self, size: int) -> Iterator[Batch]:
+        """Leases as hosts become due (runs in a worker thread of fetch_all)."""
+        b = self.opts.budgets
+        while not self.stopping:
+            now = time.time()
+            if b.max_pages and self.progress.pages >= b.max_pages:
+                self.stopping = "max-pages"
+                break
+            if now >= self.deadline:
+                self.stopping = "duration"
+                break
+            if self.backlog() >= self.opts.max_backlog:
+                self.progress.backpressure += 0.02
+                time.sleep(0.02)  # the parse side is behind: let it catch up before fetching more
+                continue
+            if self.opts.recrawl and now >= self.next_recrawl:
+                self._enqueue_recrawl(now, size)
+            leases = self.frontier.next(size, self.opts.lease_seconds, now)
+            if leases:
+                self.last_lease = now
+                yield Batch(leases)
+                continue
+            if self.finished() and not self.opts.recrawl:
+                self.stopping = "done"
+                break
+            due = self.frontier.next_due(now)
+            if now - self.last_lease > b.idle_exit and (due is None or due - now > b.idle_exit) \
+                    and not self.opts.recrawl and not self.frontier.pending()["in_flight"] \
+                    and not self.backlog():
+                # Leases in flight (ours, or a killed run's until they expire)
+                # and fetched pages not parsed yet still bring work back: only
+                # an empty pipeline is idle.
+                self.stopping = "idle"
+                break
+            time.sleep(0.02 if due is None else min(max(due - now, 0.002), 0.1))
+
+    def _enqueue_recrawl(self, now: float, size: int) -> None:
+        """Once a second: re-admit what the freshness model says is due, within
+        the re-crawl share of capacity (discovery keeps the rest: neither starves)."""
+        self.next_recrawl = now + 1.0
+        o = self.opts
+        if o.recrawl_budget:
+            limit = self.recrawler.allowance(now, o.recrawl_budget)
+        else:
+            p = self.frontier.pending()
+            limit, _ = split_budget(size, self.recrawler.backlog(now), p["queued"], o.recrawl_share)
+        if limit > 0:
+            got = enqueue_due(self.recrawler, self.frontier, now, limit)
+            self.progress.add("recrawl/enqueued", got.get("added", 0))
+
+    def backlog(self) -> int:
+        """Fetch results not yet through dedupe, parse and admission."""
+        c = self.fetched.counts()
+        return c["queued"] + c["claimed"]
+
+    def finished(self) -> bool:
+        p = self.frontier.pending()
+        if p["queued"] or p["in_flight"]:
+            return False
+        return not self.backlog()
+
+    def write_results(self, recs: list[Record]) -> None:
+        """Sink of fetch_all: spool and crawl log first, then complete the leases."""
+        if not recs:
+            return
+        now = time.time()
+        # Durable outputs first, the lease last: a crash in between repeats
+        # the fetch (at-least-once), it never completes a URL whose result or
+        # log event is missing.
+        self.fetched.put(recs)
+        self.log.write(event_of(r, now) for r in recs)
+        self.frontier.complete(recs, now)
+        pages = 0
+        for r in recs:
+            outcome = r.get("outcome", "?")
+            self.progress.add(f"outcome/{outcome}")
+            self.progress.bytes += int(r.get("bytes") or 0)
+            pages += outcome in ("ok", "not-modified")
+        self.progress.results += len(recs)
+        self.progress.pages += pages
+        with self.state.begin(write=True) as txn:
+            txn.put(b"pages", str(self.progress.pages).encode(), db=self.meta)
+
+    # -- the parse side: fetched spool -> links -> frontier ------------------
+
+    def process_one_batch(self, size: int = 64) -> int:
+        """Dedupe, parse and admit one claimed batch of fetch results, then ack it."""
+        claimed = self.fetched.claim(size)
+        if not claimed:
+            return 0
+        now = time.time()
+        recs: list[Record] = []
+        for _, data in claimed:
+            try:
+                recs.append(orjson.loads(data))
+            except orjson.JSONDecodeError:
+                self.progress.add("bad_spool_records")
+        bodies: dict[str, Any] = {}  # one WARC read per page, shared by dedupe and parse
+
+        def read(rec: Record) -> Any:
+            key = rec["url"]
+            if key not in bodies:
+                try:
+                    bodies[key] = read_response(self.cdir.warc, rec["warc"])
+                except Exception as exc:  # noqa: BLE001 - a damaged record is one page's problem
+                    raise CrawlError(f"cannot read {key} from the WARC store: {exc}") from exc
+            return bodies[key]
+
+        def body_of(rec: Record) -> tuple[bytes, str]:
+            resp = read(rec)
+            return resp.body, resp.content_type or ""
+
+        links: list[Record] = []
+        events: list[Record] = []
+        checked = self.dedupe.check(recs, body_of)
+        self.recrawler.observe(checked, now)
+        for rec in checked:
+            if rec.get("duplicate_of"):
+                self.progress.add(f"dedupe/{rec.get('dup_kind', 'near')}")
+                events.append(records.make("event", ts=now, event="duplicate", url=rec["url"],
+                                           duplicate_of=rec["duplicate_of"],
+                                           distance=rec.get("distance"), dup_kind=rec.get("dup_kind")))
+            res = parse_fetch(rec, read, self.opts.parse, now)
+            links.extend(res.links)
+            for k, v in res.counts.items():
+                self.progress.add(f"parse/{k}", v)
+        self.recrawler.observe_links(links, now)
+        counts = self.admit(links, now)
+        for k, v in counts.items():
+            self.progress.add(f"links/{k}", v)
+        if events:
+            self.log.write(events)
+        self.fetched.ack(k for k, _ in claimed)
+        return len(claimed)
+
+    async def processor(self) -> None:
+        while True:
+            done = self.fetch_done  # read before claiming: no result can slip past
+            n = await trio.to_thread.run_sync(self.process_one_batch)
+            if self.stopping.startswith("signal"):
+                return  # the rest waits in the spool for the next run
+            if n:
+                continue
+            if done:
+                return
+            await trio.sleep(0.05)
+
+    # -- status --------------------------------------------------------------
+
+    def status(self, now: float) -> Record:
+        fr = self.frontier.stats(now)
+        p = self.progress
+        elapsed = now - p.started
+        total = sum(v for k, v in p.counts.items() if k.startswith("outcome/"))
+        failed = sum(v for k, v in p.counts.items() if k.startswith("outcome/") and k[8:] in FAILURES)
+        left = None
+        if self.deadline != math.inf:
+            left = max(0.0, self.deadline - now)
+        return records.make(
+            "stats", command="run", ts=now, elapsed=round(elapsed, 1), rate=round(p.rate(now), 1),
+            avg_rate=round(p.results / elapsed, 1) if elapsed > 0 else 0.0,
+            fetched=p.results, pages=p.pages, queued=fr["queued"], hosts=fr["hosts"],
+            hosts_ready=fr["hosts_ready"], in_flight=fr["in_flight"], backlog=fr["backlog"],
+            unparsed=self.backlog(), parse_wait=round(p.backpressure, 1),
+            error_rate=round(failed / total, 4) if total else 0.0, bytes=p.bytes,
+            time_left=None if left is None else round(left, 1),
+            pages_left=(self.opts.budgets.max_pages - p.pages) if self.opts.budgets.max_pages else None,
+            stopping=self.stopping or None, counts=dict(sorted(p.counts.items())),
+        )
+
+    def write_status(self, st: Record) -> None:
+        path = self.cdir.root / RUN_STATUS
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(st))
+        tmp.replace(path)

@@ -1,0 +1,129 @@
+"""The crawl log: one event per fetch outcome, zstd-compressed NDJSON.
+
+Files live under ``log/`` as ``crawl-000001.ndjson.zst`` and rotate by size.
+Each append is one complete zstd frame, and a file is a concatenation of
+frames, so a crash can only ever tear the last frame: readers stop there
+with a warning and everything before it stays readable (``zstdcat`` reads
+the files as they are). The log feeds the freshness model, stats and audits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import zstandard
+
+from crawl.core import Record, records
+
+ROTATE_BYTES = 64 << 20
+_PATTERN = "crawl-{:06d}.ndjson.zst"
+
+
+def event_of(rec: Record, now: float | None = None) -> Record:
+    """The crawl-log event for one fetch result: what the freshness model needs."""
+    ev = records.make("event", ts=now if now is not None else time.time(), event="fetch")
+    for key in ("url", "host", "ip", "outcome", "status", "bytes", "digest", "simhash",
+                "duplicate_of", "distance", "depth", "attempt", "etag", "last_modified",
+                "changed", "retry_after", "content_type", "warc"):
+        if key in rec:
+            ev[key] = rec[key]
+    t = rec.get("timings")
+    if isinstance(t, dict) and "total" in t:
+        ev["seconds"] = t["total"]
+    return ev
+
+
+class CrawlLog:
+    """Appends events durably (one fsynced zstd frame per batch)."""
+
+    def __init__(self, directory: str | os.PathLike[str], rotate_bytes: int = ROTATE_BYTES) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.rotate_bytes = rotate_bytes
+        self._cctx = zstandard.ZstdCompressor(level=3)
+        self._lock = threading.Lock()  # a compressor is not thread-safe; crawl run writes from two threads
+        existing = sorted(self.dir.glob("crawl-*.ndjson.zst"))
+        self._n = int(existing[-1].name[6:12]) if existing else 1
+        cur = self.current
+        if cur.exists():
+            with _locked(cur):
+                good = _good_length(cur)
+                if good != cur.stat().st_size:
+                    # A crash tore the last frame: cut it off so appends stay
+                    # readable. Under the lock: another process (a parse child)
+                    # may be appending, and a half-written frame is not torn.
+                    os.truncate(cur, good)
+
+    @property
+    def current(self) -> Path:
+        return self.dir / _PATTERN.format(self._n)
+
+    def write(self, events: Iterable[Record]) -> int:
+        data = b"".join(orjson.dumps(e, option=orjson.OPT_APPEND_NEWLINE) for e in events)
+        if not data:
+            return 0
+        path = self.current
+        if path.exists() and path.stat().st_size >= self.rotate_bytes:
+            self._n += 1
+            path = self.current
+        with self._lock:
+            frame = self._cctx.compress(data)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # whole frames only, whoever else appends
+            os.write(fd, frame)
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # releases the lock
+        return data.count(b"\n")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _frames(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(end offset, decompressed bytes) of each complete frame; stops at a torn one."""
+    pos = 0
+    while pos < len(data):
+        d = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            out = d.decompress(data[pos:])
+        except zstandard.ZstdError:
+            return
+        if not d.eof:
+            return
+        pos = len(data) - len(d.unused_data)
+        yield pos, out
+
+
+def _good_length(path: Path) -> int:
+    return max((end for end, _ in _frames(path.read_bytes())), default=0)
+
+
+def read_log(directory: str | os.PathLike[str], warn: Any = None) -> Iterator[Record]:
+    """Every event in the log, oldest first; a torn final frame ends a file."""
+    for path in sorted(Path(directory).glob("crawl-*.ndjson.zst")):
+        data = path.read_bytes()
+        good = 0
+        for end, out in _frames(data):
+            good = end
+            for line in out.splitlines():
+                if line:
+                    yield orjson.loads(line)
+        if good != len(data) and warn:
+            warn(f"{path.name}: torn last frame ({len(data) - good} bytes) skipped")

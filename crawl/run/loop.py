@@ -1,0 +1,136 @@
+"""The async side of ``crawl run``: tasks, signals and parse processes.
+
+:mod:`crawl.run` owns what happens to records (admission, results, parsing);
+this module owns when it happens: one trio nursery holding the fetch stage
+(fed by frontier leases), the parse side (a task, or child processes on the
+same spool), the progress display, and the signal watcher that turns
+Ctrl-C/SIGTERM into "no new leases, finish in-flight work, commit".
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import trio
+
+from crawl.core import Batch, CrawlDir, CrawlError, Record, Report
+from crawl.fetch import fetch_all, open_fetcher
+
+from .crawl import Crawl, RunOptions
+
+
+async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
+    """The loop; returns the final status record. Ctrl-C / SIGTERM stop it gently."""
+
+    async def watch_signals(cancel: trio.CancelScope) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
+            async for signum in sigs:
+                if crawl.stopping and crawl.stopping.startswith("signal"):
+                    cancel.cancel()  # second signal: stop now
+                    return
+                crawl.stopping = f"signal {signal.Signals(signum).name}"
+                report.warn(f"{signal.Signals(signum).name}: no new leases; finishing in-flight "
+                            f"fetches (up to {crawl.opts.grace:.0f} s; again to stop now)")
+                cancel.deadline = trio.current_time() + crawl.opts.grace
+
+    async def show() -> None:
+        while True:
+            now = time.time()
+            st = await trio.to_thread.run_sync(crawl.status, now)
+            await trio.to_thread.run_sync(crawl.write_status, st)
+            display.update(st)
+            await trio.sleep(display.interval)
+
+    class LeaseSource:
+        def batches(self, size: int) -> Iterator[Batch]:
+            return crawl.lease_batches(size)
+
+    class ResultSink:
+        def write(self, recs: list[Record]) -> None:
+            crawl.write_results(recs)
+
+    opts = crawl.opts
+    async with open_fetcher(crawl.cdir, opts.fetch, overrides=opts.overrides,
+                            fallback=opts.resolve_fallback, policy=opts.address_policy,
+                            store=opts.store) as (fetcher, writer):
+        async with trio.open_nursery() as outer:
+            outer.start_soon(show)
+            fetch_scope = trio.CancelScope()
+            outer.start_soon(watch_signals, fetch_scope)
+            async with trio.open_nursery() as inner:
+                if opts.parse_procs:
+                    inner.start_soon(_process_children, crawl)
+                else:
+                    inner.start_soon(crawl.processor)
+                with fetch_scope:
+                    await fetch_all(LeaseSource(), ResultSink(), fetcher, writer, report,
+                                    batch=opts.batch, group=64)
+                if fetch_scope.cancelled_caught:
+                    report.warn("in-flight fetches cancelled; their leases return after expiry")
+                crawl.fetch_done = True
+            outer.cancel_scope.cancel()
+    final = crawl.status(time.time())
+    crawl.write_status(final)
+    return final
+
+
+# -- dedupe/parse/seen in child processes ------------------------------------
+#
+# The fetch side (sockets, TLS, gzip, WARC) and the parse side (lxml, simhash,
+# LMDB admission) each want a core, and one Python process gives them one
+# between them. With --parse-procs N the parse side runs in N processes that
+# share the crawl directory: they claim batches from the same `fetched`
+# spool, so crash safety is unchanged (a dead child's claims return to the
+# spool) and `finished()` still sees their work through the spool counts.
+
+
+def _child_main(root: str, opts: RunOptions, done: Any, stop: Any) -> None:
+    """Entry point of one parse process (spawned; ignores Ctrl-C: the parent decides)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    crawl = Crawl(CrawlDir(root), opts)
+    try:
+        while not stop.is_set():
+            finishing = done.is_set()
+            if crawl.process_one_batch():
+                continue
+            if finishing:
+                return
+            time.sleep(0.05)
+    finally:
+        crawl.close()
+
+
+async def _process_children(crawl: Crawl) -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a threaded, LMDB-holding process
+    done, stop = ctx.Event(), ctx.Event()
+    procs = [ctx.Process(target=_child_main, args=(str(crawl.cdir.root), crawl.opts, done, stop),
+                         name=f"crawl-parse-{i}", daemon=True)
+             for i in range(crawl.opts.parse_procs)]
+    for p in procs:
+        p.start()
+    try:
+        while not crawl.fetch_done:
+            if crawl.stopping.startswith("signal"):
+                stop.set()  # the rest waits in the spool for the next run
+            for p in procs:
+                if not p.is_alive() and p.exitcode not in (0, None):
+                    raise CrawlError(f"parse process {p.name} died (exit {p.exitcode}); "
+                                     "the crawl stopped, its work is safe in the spool: run again")
+            await trio.sleep(0.2)
+        done.set()
+        if crawl.stopping.startswith("signal"):
+            stop.set()
+        for p in procs:
+            await trio.to_thread.run_sync(p.join)
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()

@@ -1,0 +1,8 @@
+"""The URL-seen set: has this canonical URL been admitted before?
+
+:mod:`.seenset` is exact (LMDB) with a Bloom filter in front
+(:mod:`.bloom`) so most new URLs cost no disk read.
+"""
+
+from .seenset import SeenSet as SeenSet
+from .seenset import canonical as canonical
