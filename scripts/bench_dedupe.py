@@ -2,7 +2,7 @@
 
 Docs/s runs the whole per-page path of `crawl dedupe` (`Deduper.check` on
 batches of 200 fetch records, as the command and `crawl run` call it: visible
-text without boilerplate (crawl/text.py), word and block hashes,
+text without boilerplate (crawl/text/extract.py), word and block hashes,
 repeated-block lookups, 4-word shingles, simhash, digest and index lookups,
 index and block-count updates, one fsynced LMDB commit per batch) on
 synthetic pages: a "typical" page (about 600 words of
@@ -11,7 +11,7 @@ near the test web's average). 20% of the pages are near-duplicate variants
 (print/mobile chrome). A third row runs the test web's own ordinary pages
 (28.8 KiB, about 4,200 words of visible text each; the pages
 scripts/bench_parse.py uses); a fourth runs them again on the Python/numpy
-path (crawl.compiled.use(False): what an install without a C compiler runs)
+path (crawl.text.compiled.use(False): what an install without a C compiler runs)
 and prints the compiled loops' speed-up measured in the same run. The fetch records carry the payload digest, as
 `crawl fetch` writes them (the WARC writer computes it), so dedupe does not
 hash the body again; reading the body back from the WARC is not included.
@@ -171,7 +171,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 def main() -> None:
     load = os.getloadavg()[0]
-    path = "compiled loops (crawl/_dedupe.c)" if compiled.built else "Python/numpy path (no C module built)"
+    path = "compiled loops (crawl/text/_compiled.c)" if compiled.built else "Python/numpy path (no C module built)"
     print(f"dedupe bench (load average {load:.1f} on {os.cpu_count()} cores; {path})")
     for label, words, n in (("typical page", 600, 3000), ("long article", 4000, 800)):
         load = os.getloadavg()[0]
@@ -204,7 +204,7 @@ def main() -> None:
     print(f"dedupe test-web pages on the Python/numpy path (what an install without a C compiler runs;"
           f" load {load:.1f}): {slow:,.0f} docs per CPU second; the compiled loops are"
           f" {cpu / slow:.1f}x that" if compiled.built else
-          f"dedupe: crawl/_dedupe.c was not built (no C compiler at install time): every row above"
+          f"dedupe: crawl/text/_compiled.c was not built (no C compiler at install time): every row above"
           f" is the Python/numpy path ({slow:,.0f} docs per CPU second on test-web pages)")
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_dedupe_warc") as d:

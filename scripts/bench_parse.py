@@ -7,7 +7,7 @@ Figures printed:
    against the goal of 1,000 pages/s per core;
 2. the link-extraction variants we chose between (same pages, each
    collecting (tag, href) of the link-bearing elements), as ratios against
-   the one crawl.links uses;
+   the one crawl.parse.links uses;
 3. one 5 MB page, and a link-dense 5.5 MB page whose 60,000 links hit the
    10,000-link cap (goal for both: under 200 ms of CPU), the latter also
    split into its parts (tree, links taken, the rest counted);
@@ -116,7 +116,7 @@ def v_xpath(b: bytes) -> object:
 
 
 _TREE_PARSER = etree.HTMLParser(encoding="utf-8", remove_comments=True, collect_ids=False)
-_DENSE_PARSER = etree.HTMLParser(**links._PARSER_OPTIONS)  # what crawl.links uses
+_DENSE_PARSER = etree.HTMLParser(**links._PARSER_OPTIONS)  # what crawl.parse.links uses
 
 
 def v_pull(b: bytes) -> object:
@@ -179,9 +179,9 @@ def main() -> None:
 
     bodies = [b for _, b in pages[:300]]
     _, full = best(lambda: [links.extract(b) for b in bodies], rounds=5)
-    print(f"extract (crawl.links.extract, all of it): {full / len(bodies) * 1e6:.0f} us/page (CPU)")
+    print(f"extract (crawl.parse.links.extract, all of it): {full / len(bodies) * 1e6:.0f} us/page (CPU)")
     variants = {
-        "crawl.links: tree + iter(tags)": v_ours,
+        "crawl.parse.links: tree + iter(tags)": v_ours,
         "parser target (no tree)": v_target,
         "lxml.html + iterlinks": v_lxml_html_iterlinks,
         "HTMLPullParser(tag=...) always": v_pull,
@@ -195,9 +195,9 @@ def main() -> None:
             for b in bodies:
                 fn(b)
             cpu[name] = min(cpu[name], time.process_time() - c)
-    ours = cpu["crawl.links: tree + iter(tags)"]
+    ours = cpu["crawl.parse.links: tree + iter(tags)"]
     for name, t in cpu.items():
-        ratio = "" if t == ours else f" (crawl.links is {t / ours:.2f}x faster)"
+        ratio = "" if t == ours else f" (crawl.parse.links is {t / ours:.2f}x faster)"
         print(f"extract ({name}): {t / len(bodies) * 1e6:.0f} us/page (CPU){ratio}")
 
     # A 5 MB page: test-web pages glued together (those without a meta

@@ -2,7 +2,7 @@
 
 Prints records/s for decode and encode of realistic fetch and link records,
 measured in the same run, and the ratio. This is the measurement behind the
-choice of orjson in crawl/records.py.
+choice of orjson in crawl/core/records.py.
 """
 
 from __future__ import annotations

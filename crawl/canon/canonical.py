@@ -15,7 +15,7 @@ Steps, in order:
    ``/`` and percent-encodes what must be encoded.
 2. Scheme check: only ``http`` and ``https`` are crawled.
 3. :data:`RULES`, the policy part: small functions in order, kept with
-   their lists and :class:`CanonConfig` in :mod:`crawl.canon_rules`.
+   their lists and :class:`CanonConfig` in :mod:`crawl.canon.rules`.
 4. Host check (DNS-shaped names only) and the length limit.
 
 The rules are policy, not parsing: dropping tracking parameters and sorting
@@ -329,7 +329,7 @@ class Resolver:
     which run here as they do in :data:`RULES`. Everything else, and any
     query a tracking or session parameter might be in, goes through
     :func:`canonicalize`. Measured by scripts/bench_parse.py: ~5x faster
-    on such hrefs. tests/test_parse_canon.py checks that both agree.
+    on such hrefs. tests/parse/test_parse_canon.py checks that both agree.
     """
 
     __slots__ = ("base", "config", "_origin", "_origin_slash", "_dir", "_host", "_surt_head",

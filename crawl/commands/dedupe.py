@@ -109,7 +109,7 @@ def command(crawl_dir: Path | None, input_: str, output: str, strict: bool,
     is the page seen first, or the one a page names with rel=canonical.
     Other records pass through; `crawl parse` lowers the priority of a
     duplicate's links. The per-byte and per-word work (visible text,
-    folding, hashing, the bit vote) runs compiled (crawl/_dedupe.c) where
+    folding, hashing, the bit vote) runs compiled (crawl/text/_compiled.c) where
     the install found a C compiler, else in Python with the same results.
 
     \b

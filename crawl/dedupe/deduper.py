@@ -7,9 +7,9 @@ For each fetched page (``fetch`` record, outcome ok):
 2. near: a 64-bit simhash of 4-word shingles of the visible text (see
    :mod:`crawl.text`: nav, header, footer, aside, script, style... removed,
    and blocks repeated on many pages of the same host dropped too) is looked
-   up in the permuted-block index (:class:`crawl.simhash.SimhashIndex`):
+   up in the permuted-block index (:class:`crawl.dedupe.simhash.SimhashIndex`):
    a few exact prefix queries, never a scan. Which blocks a host repeats is
-   learned in rounds of its pages (:mod:`crawl.boilerplate`).
+   learned in rounds of its pages (:mod:`crawl.dedupe.boilerplate`).
 
 The record comes out with ``simhash`` (16 hex digits) and, for a copy,
 ``duplicate_of`` (the original's URL), ``distance`` (bits) and ``dup_kind``
@@ -81,7 +81,7 @@ class Fingerprint:
         self.text = b""  # the folded visible text that gets hashed
         self.hashes = _NO_WORDS  # one per word
         self.cuts = [0]  # word indices where blocks begin and end
-        # one per block: xxh3 of the host (8 bytes) + the block's hash (8, crawl.simhash.block_hashes)
+        # one per block: xxh3 of the host (8 bytes) + the block's hash (8, crawl.dedupe.simhash.block_hashes)
         self.block_keys: list[bytes] = []
         self.whole: int | None = None  # the simhash with every block kept
         self.words = 0  # words hashed, after boilerplate blocks were dropped
@@ -221,7 +221,7 @@ class Deduper:
         max_distance: Hamming distance that still counts as a near-duplicate.
         repeated_block_pages: a text block found on this many original pages
             of one host's learning round is dropped as boilerplate before
-            hashing (see :mod:`crawl.boilerplate`).
+            hashing (see :mod:`crawl.dedupe.boilerplate`).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, max_distance: int = MAX_DISTANCE,

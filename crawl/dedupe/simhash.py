@@ -6,7 +6,7 @@ Charikar's simhash, as used for web crawling by Manku, Jain and Das Sarma,
 features have bit i set than not. Similar documents differ in few bits, and
 pages within Hamming distance 3 count as near-duplicates.
 
-Where the install built crawl/_dedupe.c (see crawl.compiled), one compiled
+Where the install built crawl/text/_compiled.c (see crawl.text.compiled), one compiled
 pass computes what follows; the numpy version below is the definition it is
 tested against and the fallback. The numpy arithmetic runs over the whole
 text at once, so no word or shingle ever becomes a Python object (a 600-word
@@ -75,7 +75,7 @@ _LONG = 8 * len(_K)  # longer words (URLs, digests: a few a page) are hashed one
 _U64 = np.uint64(64)
 _KEEP = np.array([(1 << 8 * i) - 1 for i in range(8)] + [_M64], dtype=np.uint64)  # [i]: the low i bytes
 
-if compiled.built is not None:  # the same numbers in one pass (crawl/_dedupe.c)
+if compiled.built is not None:  # the same numbers in one pass (crawl/text/_compiled.c)
     compiled.built.configure_simhash(*_K, _Q, _C, _P, xxhash.xxh3_64_intdigest)
 
 _CACHE_MAX = 1 << 18  # keep P**i and P**-i for up to 256 K words (4 MB); more get their own

@@ -1,7 +1,7 @@
 """The fetch stage: leases in, archived responses and fetch results out.
 
 Shape (STYLE.md "Async shape"): a reader task turns source batches into work
-items, N worker tasks each run one :meth:`crawl.fetcher.Fetcher.fetch` at a
+items, N worker tasks each run one :meth:`crawl.fetch.fetcher.Fetcher.fetch` at a
 time, ONE writer task appends their captures to the WARC store and fsyncs,
 and only then an output task emits the results and acknowledges the input
 batch. Every channel is bounded, so a slow disk or a slow consumer slows the
@@ -9,7 +9,7 @@ fetchers down instead of piling pages up in memory.
 
 Politeness (one request per host, delays) is the frontier's job: fetch
 trusts its leases. Plain URL records are accepted too, for one-off use.
-What happens to one lease is in :mod:`crawl.fetcher`; its names are
+What happens to one lease is in :mod:`crawl.fetch.fetcher`; its names are
 re-exported here, so ``from crawl.fetch import FetchConfig`` keeps working.
 """
 

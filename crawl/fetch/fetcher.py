@@ -4,7 +4,7 @@
 system) and check the address policy; robots.txt for the origin (cached;
 fetched inside this lease, so it is polite); the GET with conditional
 headers from the URL's history; then it classifies what happened into one
-``outcome`` (see :data:`crawl.records.OUTCOMES`). Redirects are never
+``outcome`` (see :data:`crawl.core.records.OUTCOMES`). Redirects are never
 followed here: the Location goes out in the result and becomes a new URL
 for the frontier, so a cross-host redirect waits for its own host's turn.
 

@@ -1,6 +1,6 @@
 """What a fetch result does to the frontier: the disposition rules.
 
-Split from crawl/frontier.py because this is the policy a reader looks for
+Split from crawl/frontier/db.py because this is the policy a reader looks for
 ("why was this URL retried / dropped / why is this host parked"), while
 frontier.py is the queue machinery. Runs inside the caller's write
 transaction (``_Tx``); returns one ``event`` record per fetch record.
@@ -33,8 +33,8 @@ import xxhash
 from crawl.core import Record, records
 
 from . import hostqueue as hq
+from .leases import TRANSIENT, outcome_code, parse_lease
 from .politeness import backoff_delay, parse_retry_after, release_delay
-from .tx import TRANSIENT, _parse_lease, outcome_code
 
 if TYPE_CHECKING:
     from .tx import Tx
@@ -84,7 +84,7 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
         problem = _check(rec)
         if problem is not None:
             return _event(t, rec, "frontier.bad-record", error=problem)
-    lease_id = _parse_lease(name)
+    lease_id = parse_lease(name)
     lkey = hq.u64(lease_id) if lease_id is not None else None
     # One search, not a get and a delete; a batch's leases are neighbours, and
     # a positioned cursor finds the next one on its page without descending.

@@ -18,7 +18,7 @@ One LMDB environment (``CrawlDir.frontier``) holds named databases:
 ``ips``       per-IP leases in flight and slow-down; ``ipwait`` hosts that are
               ready but whose IP is at its cap.
 ``meta``      counters, the cycle number, idle-time accounting, the layout
-              version (crawl/hostqueue.py ``LAYOUT``).
+              version (crawl/frontier/hostqueue.py ``LAYOUT``).
 
 Where the time goes: a batch touches neighbouring B-tree pages, not one
 random page per URL. A random page costs ~3 us to copy on first write and
@@ -32,7 +32,7 @@ deletions) is collected and written once, at ``Tx.flush``, in key order
 through one cursor: LMDB skips the descent from the root when the next key
 is on the page the cursor is at. And a transaction starts from the host and
 address states this process's previous one committed, if no other writer
-committed in between (``frontier_tx.Carry``, at most 4,096 hosts): a
+committed in between (``tx.Carry``, at most 4,096 hosts): a
 completion does not read back and decode the hosts its lease batch wrote.
 
 Every public method runs in ONE write transaction and commits (fsynced)
@@ -53,8 +53,10 @@ from typing import Any
 from crawl.core import MapTrimmer, Record, StateError, close_env, open_env
 
 from . import hostqueue as hq
+from .complete import complete_one
+from .leases import fingerprint, lease_name
 from .politeness import DEFAULT, Politeness, host_of
-from .tx import Carry, Tx, _get_int, fingerprint, lease_name
+from .tx import Carry, Tx, get_int
 
 __all__ = ["Frontier", "fingerprint", "lease_name"]
 
@@ -75,10 +77,10 @@ class Frontier:
 
     Args:
         path: the LMDB directory, normally ``CrawlDir(dir).frontier``.
-        politeness: delays, caps and backoff (see crawl/politeness.py).
+        politeness: delays, caps and backoff (see crawl/frontier/politeness.py).
         sync: fsync every commit (keep True outside benchmarks of raw speed).
         map_budget: bytes of the LMDB map this process keeps resident before
-            it lets go of them (crawl/maptrim.py), so RSS stays bounded however
+            it lets go of them (crawl/core/maptrim.py), so RSS stays bounded however
             large the frontier grows; None to never trim.
     """
 
@@ -96,7 +98,7 @@ class Frontier:
         # changed, so the cache stays true whatever other processes do.
         self.hid_cache: dict[str, int] = {}
         # Host and address states of this process's last committed write
-        # (frontier_tx.Carry): the next transaction reuses them only if no
+        # (tx.Carry): the next transaction reuses them only if no
         # other one committed in between.
         self._carry: Carry | None = None
 
@@ -194,7 +196,6 @@ class Frontier:
         an unreadable outcome/status gives an event with ``error`` and
         changes nothing.
         """
-        from .complete import complete_one  # noqa: PLC0415  (it imports frontier_tx)
 
         with self.env.begin(write=True) as txn:
             t = self._tx(txn, now)
@@ -221,7 +222,7 @@ class Frontier:
     def new_cycle(self) -> int:
         """Start a new crawl cycle: URLs done or dropped before may be added again."""
         with self.env.begin(write=True) as txn:
-            cycle = _get_int(txn, self.db["meta"], b"cycle") + 1
+            cycle = get_int(txn, self.db["meta"], b"cycle") + 1
             txn.put(b"cycle", hq.u64(cycle), db=self.db["meta"])
         return cycle
 
@@ -230,7 +231,7 @@ class Frontier:
         finished when both are 0."""
         with self.env.begin() as txn:
             return {
-                "queued": _get_int(txn, self.db["meta"], b"queued"),
+                "queued": get_int(txn, self.db["meta"], b"queued"),
                 "in_flight": txn.stat(self.db["leases"])["entries"],
             }
 

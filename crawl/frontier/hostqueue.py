@@ -1,6 +1,6 @@
 """On-disk layout of the frontier: keys, compact values and host state.
 
-Kept apart from crawl/frontier.py (the scheduling logic) so the byte formats
+Kept apart from crawl/frontier/db.py (the scheduling logic) so the byte formats
 can be read and changed in one place. Every key is big-endian so LMDB's
 byte order is the order we want: a host's queue is one contiguous key range
 sorted by (priority, arrival), and the schedule is sorted by time.
@@ -22,7 +22,7 @@ import orjson
 # The layout's version, kept in ``meta`` under b"layout". 1 (no such key) keyed
 # known URLs by fingerprint alone and had no head/tail fields in host state;
 # a frontier of another layout is refused, not converted (a crawl directory
-# belongs to one crawl; crawl/frontier.py says what to do).
+# belongs to one crawl; crawl/frontier/db.py says what to do).
 LAYOUT = 2
 
 # --- keys --------------------------------------------------------------------

@@ -16,7 +16,7 @@ Address states are cached in the transaction like host states and written
 once each, in key order, by :meth:`IpSlots.flush_ips` (called from
 ``Tx.flush``).
 
-A mixin of :class:`crawl.frontier_tx.Tx`, split out only to keep each module
+A mixin of :class:`crawl.frontier.tx.Tx`, split out only to keep each module
 about one concern.
 """
 

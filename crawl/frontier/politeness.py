@@ -1,6 +1,6 @@
 """Politeness and priority formulas: pure functions, no state, no clock.
 
-The frontier (crawl/frontier.py) is the one place that enforces politeness
+The frontier (crawl/frontier/db.py) is the one place that enforces politeness
 (DESIGN.md invariant 2); the numbers it uses come from here so they can be
 read, tested in tables and reused by ``crawl run`` without touching LMDB.
 

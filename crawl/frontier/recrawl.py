@@ -5,7 +5,7 @@ current cycle as known (that is what keeps discovery from fetching a page
 twice in one cycle), so the re-crawl scheduler needs a way to say "fetch
 this again, at this time" without starting a new cycle for everyone. This
 works on the frontier's own LMDB through its transaction helper
-(crawl/frontier_tx.py), so queueing, politeness and counters stay the
+(crawl/frontier/tx.py), so queueing, politeness and counters stay the
 frontier's.
 """
 

@@ -93,7 +93,7 @@ def stats(fr: Frontier, now: float) -> dict[str, Any]:
 
 def dump(fr: Frontier, host: str, now: float, limit: int = 1000) -> dict[str, Any]:
     """One host's state, its ready queue (in lease order), its delayed URLs and its lease."""
-    from .tx import fingerprint, lease_name
+    from .leases import fingerprint, lease_name
 
     db = fr.db
     with fr.env.begin() as txn:

@@ -3,8 +3,8 @@
 ``Tx`` wraps one LMDB write transaction of :class:`crawl.frontier.Frontier`.
 It caches the host states it touches and the counters it bumps, and writes
 each once in :meth:`Tx.flush`, so a batch of 1,000 leases costs one put per
-host rather than several. See crawl/frontier.py for the database layout and
-crawl/frontier_complete.py for what a fetch result does.
+host rather than several. See crawl/frontier/db.py for the database layout and
+crawl/frontier/complete.py for what a fetch result does.
 """
 
 from __future__ import annotations
@@ -21,29 +21,6 @@ from .hostqueue import HostState
 from .ipslots import IpSlots
 from .politeness import MAX_PRIORITY, effective_priority, fast_host, host_of
 
-# Outcomes after which the URL goes back for another try (with backoff).
-TRANSIENT = frozenset({"timeout", "connect-error", "dns-error", "protocol-error"})
-_OUTCOME_CODE = {name: i + 1 for i, name in enumerate(records.OUTCOMES)}
-_OUTCOME_NAME = {i: name for name, i in _OUTCOME_CODE.items()}
-
-
-def fingerprint(url: str) -> int:
-    """64-bit xxh3 of the (already canonical) URL, as crawl.canon defines it."""
-    return xxhash.xxh3_64_intdigest(url.encode("utf-8", "surrogatepass"))
-
-
-def lease_name(lease_id: int) -> str:
-    return f"{lease_id:016x}"
-
-
-def _parse_lease(value: object) -> int | None:
-    if not isinstance(value, str) or len(value) != 16:
-        return None
-    try:
-        return int(value, 16)
-    except ValueError:
-        return None
-
 
 def _number(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
@@ -55,7 +32,7 @@ def _first(pair: tuple[bytes, bytes]) -> bytes:
     return pair[0]
 
 
-def _get_int(txn: Any, db: Any, key: bytes) -> int:
+def get_int(txn: Any, db: Any, key: bytes) -> int:
     v = txn.get(key, db=db)
     return hq.from_u64(v) if v else 0
 
@@ -113,15 +90,15 @@ class Tx(IpSlots):
         self.sched_puts: dict[int, bytes] = {}  # host id -> its schedule key not yet written (see schedule)
         self.hids: dict[str, int] = {}
         self.delta: dict[str, int] = {}
-        self.cycle = _get_int(txn, self.dm, b"cycle")
+        self.cycle = get_int(txn, self.dm, b"cycle")
         self.wrote = False
-        self._waiters: bool | None = None  # any host in ipwait? (frontier_ip.has_waiters)
+        self._waiters: bool | None = None  # any host in ipwait? (ipslots.has_waiters)
 
     # ---- small helpers -----------------------------------------------------
 
     def counter(self, name: str) -> int:
         if name not in self.counters:
-            self.counters[name] = _get_int(self.txn, self.dm, name.encode())
+            self.counters[name] = get_int(self.txn, self.dm, name.encode())
         return self.counters[name] + self.delta.get(name, 0)
 
     def count(self, name: str, n: int = 1) -> None:
@@ -594,11 +571,6 @@ class Tx(IpSlots):
         self.count("queued")
         self.reschedule(lease.hid, h)
 
-    def complete_one(self, rec: Record) -> Record:
-        from .complete import complete_one  # noqa: PLC0415  (it imports this module)
-
-        return complete_one(self, rec)
-
     # ---- idle accounting and due times -------------------------------------------------
 
     def observe_idle(self, idle: bool) -> None:
@@ -626,12 +598,3 @@ class Tx(IpSlots):
             t = hq.unpack_time_key(cur.key())[0] / 1000.0
             best = t if best is None else min(best, t)
         return None if best is None else max(best, self.now)
-
-
-def outcome_name(code: int) -> str | None:
-    return _OUTCOME_NAME.get(code)
-
-
-def outcome_code(name: str) -> int:
-    return _OUTCOME_CODE.get(name, 0)
-

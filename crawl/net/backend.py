@@ -1,7 +1,7 @@
 """Connections per origin, dialled to the address *we* resolved.
 
-The socket goes to an address from :class:`crawl.dns.Resolver`, after
-:class:`crawl.dns.AddressPolicy` allowed it, while the request still carries
+The socket goes to an address from :class:`crawl.net.dns.Resolver`, after
+:class:`crawl.net.dns.AddressPolicy` allowed it, while the request still carries
 ``Host: name`` and TLS still sends the name as SNI and checks the
 certificate against it. Resolving and checking in the same place as
 connecting closes the gap a DNS-rebinding attacker would use (check one

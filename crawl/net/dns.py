@@ -6,7 +6,7 @@ rate-limit (a cache with a TTL of at least an hour removes >95 % of
 lookups). The override file (hosts format, ``--resolve-file``) is how a
 staging site, or the bundled test web, is mapped to addresses without
 touching /etc/hosts. The address chosen here is the one the connection goes
-to (see :mod:`crawl.netbackend`), and it is checked against the
+to (see :mod:`crawl.net.backend`), and it is checked against the
 :class:`AddressPolicy` before any byte is sent: private, loopback,
 link-local and other special-purpose addresses are refused unless the
 operator allows them, so a public page cannot point the crawler at an

@@ -11,14 +11,14 @@ here is what a crawler needs and a general client does not:
 * response headers capped (:data:`MAX_HEAD`), or the server is told off as
   a protocol error, not buffered without end;
 * the body handed out as raw bytes, Content-Encoding intact (the WARC keeps
-  the payload as sent; :mod:`crawl.exchange` meters decompression);
+  the payload as sent; :mod:`crawl.net.request` meters decompression);
 * a body framed "until the server closes" ends cleanly at EOF, and a body
   cut short of its Content-Length or last chunk is a protocol error, so the
   capture is marked truncated;
 * a connection is reused only when its last response ended exactly, the
   server allowed keep-alive and nothing arrived after it.
 
-Time limits are the caller's: :func:`crawl.exchange.exchange` wraps the whole
+Time limits are the caller's: :func:`crawl.net.request.exchange` wraps the whole
 exchange in one cancel scope, which is cheaper than a timeout per read.
 """
 
@@ -36,7 +36,7 @@ _BAD_HEADER = re.compile(r"[\r\n\0]")
 
 
 class WireError(Exception):
-    """Network trouble on one exchange; :func:`crawl.exchange.classify` names the outcome."""
+    """Network trouble on one exchange; :func:`crawl.net.request.classify` names the outcome."""
 
 
 class ConnectError(WireError):

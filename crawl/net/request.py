@@ -1,6 +1,6 @@
 """One HTTP exchange under hard limits: the part of a fetch that touches the wire.
 
-Used for pages (:mod:`crawl.fetch`) and robots.txt (:mod:`crawl.robots_fetch`).
+Used for pages (:mod:`crawl.fetch`) and robots.txt (:mod:`crawl.robots.fetch`).
 Everything that can go wrong on the network ends as a value here, never as
 an exception: a failure kind (the fetch ``outcome``), an error text, and
 whatever part of the response arrived (a truncated body is still archived).
@@ -16,7 +16,7 @@ Limits (DESIGN invariant 4), all configurable in :class:`Limits`:
 * decoded size and ratio: the body is decompressed as it streams (gzip,
   deflate, br) only to count, in bounded pieces, so a compression bomb is
   stopped after at most ``max_decoded`` bytes of output ever existed;
-* response headers: 100 KiB (:data:`crawl.http1.MAX_HEAD`), a protocol-error beyond.
+* response headers: 100 KiB (:data:`crawl.net.http1.MAX_HEAD`), a protocol-error beyond.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ pages that changed, newest first. Like sitemaps, feeds are recognised by
 their root element (``<rss>``, ``<feed>`` of Atom, RSS 1.0's ``<rdf:RDF>``)
 whatever the Content-Type, and read with the same locked-down XML parser.
 
-Entries come back as :class:`crawl.sitemap.Entry` with the entry's date in
+Entries come back as :class:`crawl.parse.sitemap.Entry` with the entry's date in
 ``lastmod`` (ISO 8601; RSS's RFC 822 dates are converted).
 """
 

@@ -1,14 +1,14 @@
 """The parse stage: fetch results in, canonical link records out.
 
 For each fetch result with ``outcome`` "ok" the body is read back from the
-WARC store and parsed: HTML with lxml (:mod:`crawl.links`, charset by
-:mod:`crawl.charset`), an XML sitemap (:mod:`crawl.sitemap`) or an RSS /
-Atom feed (:mod:`crawl.feed`). A "redirect"
+WARC store and parsed: HTML with lxml (:mod:`crawl.parse.links`, charset by
+:mod:`crawl.text.charset`), an XML sitemap (:mod:`crawl.parse.sitemap`) or an RSS /
+Atom feed (:mod:`crawl.parse.feed`). A "redirect"
 result becomes one link to its ``location``. Every URL is canonicalised
 (:func:`crawl.canon.canonicalize`) and checked against the trap heuristics
-(:mod:`crawl.traps`) before it is emitted.
+(:mod:`crawl.parse.traps`) before it is emitted.
 
-What a link record says (fields documented in :mod:`crawl.records`):
+What a link record says (fields documented in :mod:`crawl.core.records`):
 
 - ``depth``: the parent's depth + 1. A redirect target and a page's
   ``rel=canonical`` keep the parent's depth: they name the same page, so

@@ -210,7 +210,7 @@ def _clean(url: str, depth: int, p: TrapPolicy) -> bool:
     Each test is a necessary condition of a rule (more '/' than segments
     allowed, a path ending in a digit, a segment seen twice, more '&' than
     parameters allowed, a date or page key), so a False only means "ask the
-    rules". tests/test_traps.py checks it against them.
+    rules". tests/parse/test_traps.py checks it against them.
     """
     if depth > p.max_depth:
         return False

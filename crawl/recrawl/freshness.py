@@ -1,6 +1,6 @@
 """Freshness math: change rates, revisit intervals, the freshness metric.
 
-Pure functions, no state, no clock: crawl/recrawl.py keeps the per-URL
+Pure functions, no state, no clock: crawl/recrawl/recrawler.py keeps the per-URL
 history and calls these.
 
 The model (Cho & Garcia-Molina, "Estimating frequency of change", ACM TOIT

@@ -1,6 +1,6 @@
 """What one page's record says: settings, importance, change detection.
 
-Split from crawl/recrawl.py (the store and the schedule) because these are
+Split from crawl/recrawl/recrawler.py (the store and the schedule) because these are
 the rules a reader looks for ("why is this page important", "why did it
 count as changed"), and they need no database.
 """

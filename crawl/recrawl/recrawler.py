@@ -1,6 +1,6 @@
 """The re-crawl stage: per-URL change history, importance, and due URLs.
 
-Why a separate store from crawl/history.py: that table holds what the last
+Why a separate store from crawl/recrawl/history.py: that table holds what the last
 fetch said (validators for a conditional GET); this one holds what the
 freshness model learns over many fetches (change observations, in-links,
 sitemap hints) and the schedule. It lives in its own LMDB environment,

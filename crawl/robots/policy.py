@@ -9,7 +9,7 @@ status table:
     robots.crawl_delay("crawl"), robots.sitemaps
     for_status(503)                            # -> DISALLOW_ALL (section 2.3.1.4)
 
-Parsing (crawl.robots_parse), matching (crawl.robots_match) and the
+Parsing (crawl.robots.syntax), matching (crawl.robots.match) and the
 group logic (here) are separate, as in google/robotstxt, but the result is an immutable value rather than a
 stateful matcher, so one parsed file can be shared by every fetch task.
 

@@ -2,7 +2,7 @@
 
 Kept out of the click command so it can be tested and reused: a
 :class:`RobotsSource` says where the rules come from (one local file, or
-robots.txt fetched live per origin through :mod:`crawl.robots_fetch`), and
+robots.txt fetched live per origin through :mod:`crawl.robots.fetch`), and
 :func:`decision_record` turns one URL into one annotated record.
 """
 

@@ -21,7 +21,7 @@ and one durable spool. Why this is crash-safe (DESIGN invariant 1):
 
 Everything blocking (LMDB, parsing, WARC writes) runs in worker threads so
 the event loop keeps the sockets busy; the tasks themselves, signals and
-the optional parse processes live in :mod:`crawl.run_loop`.
+the optional parse processes live in :mod:`crawl.run.loop`.
 """
 
 from __future__ import annotations

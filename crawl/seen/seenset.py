@@ -8,7 +8,7 @@ one twice; seen-but-unfetched URLs can be reconciled from the id bitmap).
 
 Two layers, as in the design notes:
 
-* the :class:`~crawl.bloom.BloomFilter` answers "definitely new" from memory,
+* the :class:`~crawl.seen.bloom.BloomFilter` answers "definitely new" from memory,
   so a new URL costs no lookup;
 * the exact set in LMDB (the source of truth) confirms the filter's "maybe".
   A stale or lost filter can cost speed but never correctness: the exact set

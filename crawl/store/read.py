@@ -155,7 +155,7 @@ def _decode(raw: bytes, encoding: str, max_body: int) -> tuple[bytes, bool]:
 def _decoded_body(rec: Any, max_body: int) -> tuple[bytes, bool]:
     """The record's body without transfer/content encoding, at most ``max_body`` bytes.
 
-    Decoded with :class:`crawl.codings.Meter` (bounded pieces), not warcio's
+    Decoded with :class:`crawl.store.codings.Meter` (bounded pieces), not warcio's
     content_stream, which inflates a whole block at once and so would let a
     stored compression bomb explode in a reader's memory.
     """

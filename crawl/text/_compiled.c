@@ -3,9 +3,9 @@
  * Python defines what is computed; this file computes the same bytes and
  * numbers in single passes:
  *
- *   visible_folded(page)   crawl/text.py's tokenizer regex and boilerplate
+ *   visible_folded(page)   crawl/text/extract.py's tokenizer regex and boilerplate
  *                          cut, for the folded (lower-cased) text dedupe hashes;
- *   hash_texts(texts, prefixes, n) crawl/simhash.py's word hashes, block
+ *   hash_texts(texts, prefixes, n) crawl/dedupe/simhash.py's word hashes, block
  *                          cuts, block keys and whole-text simhashes;
  *   simhashes(words, spans, n) the shingle hashes and the bit vote.
  *
@@ -55,7 +55,7 @@ static inline uint64_t load_part(const unsigned char *p, Py_ssize_t n)
 }
 
 /* sum(chunk_k * K_k) over the word's 8-byte little-endian chunks, zero past its end
- * (crawl.simhash.word_hash_slow); xxh3 over 32 bytes. Sets *err on a Python error. */
+ * (crawl.dedupe.simhash.word_hash_slow); xxh3 over 32 bytes. Sets *err on a Python error. */
 static uint64_t word_hash(const unsigned char *p, Py_ssize_t n, Py_ssize_t room, int *err)
 {
     if (n > 32) {
@@ -242,7 +242,7 @@ static int append_key(PyObject *list, uint64_t prefix, uint64_t block)
     return r;
 }
 
-/* hash_texts(texts, prefixes, n) -> (word hashes, cuts, block keys, simhashes): see crawl.simhash.hash_texts */
+/* hash_texts(texts, prefixes, n) -> (word hashes, cuts, block keys, simhashes): see crawl.dedupe.simhash.hash_texts */
 static PyObject *hash_texts(PyObject *self, PyObject *args)
 {
     PyObject *texts, *prefixes;
@@ -381,7 +381,7 @@ fail_early:
     return NULL;
 }
 
-/* a shingle's hash: Horner's rule over its n word hashes, then the mix (crawl.simhash.shingle_hashes) */
+/* a shingle's hash: Horner's rule over its n word hashes, then the mix (crawl.dedupe.simhash.shingle_hashes) */
 static inline uint64_t shingle(const uint64_t *w, Py_ssize_t n)
 {
     uint64_t x;
@@ -509,7 +509,7 @@ fail:
 }
 
 /* ------------------------------------------------------------------------ */
-/* visible text (crawl/text.py: _TOKEN, _visible, _cut, _implied_end)       */
+/* visible text (crawl/text/extract.py: _TOKEN, _visible, _cut, _implied_end)       */
 
 /* A tag name set from Python: lower-case names, looked up by length then bytes. */
 typedef struct {
@@ -638,7 +638,7 @@ static void lower_ascii(unsigned char *p, Py_ssize_t n)
 }
 
 /* ------------------------------------------------------------------------ */
-/* folding (crawl/text.py: _entities, fold)                                 */
+/* folding (crawl/text/extract.py: _entities, fold)                                 */
 
 typedef struct {
     unsigned char *v;
@@ -1366,7 +1366,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"configure_simhash", configure_simhash, METH_VARARGS,
-     "configure_simhash(k0, k1, k2, k3, q, c, p, long_hash): crawl.simhash's constants"},
+     "configure_simhash(k0, k1, k2, k3, q, c, p, long_hash): crawl.dedupe.simhash's constants"},
     {"configure_text", configure_text, METH_VARARGS,
      "configure_text(raw_text, block, container, void): crawl.text's tag names (lower-case bytes)"},
     {"hash_texts", hash_texts, METH_VARARGS, "hash_texts(texts, prefixes, n) -> (word hashes, cuts, block keys, simhashes)"},

@@ -144,7 +144,7 @@ def to_utf8(body: bytes, detected: Detected) -> tuple[bytes, bool]:
         if b"\x00" in data:
             # NUL is a parse error in HTML and cuts libxml2's text short.
             data = data.replace(b"\x00", b"")
-        if compiled.active is not None:  # the same answer without building a str (crawl/_dedupe.c)
+        if compiled.active is not None:  # the same answer without building a str (crawl/text/_compiled.c)
             if compiled.active.is_utf8(data):
                 return data, False
             return data.decode("utf-8", "replace").encode("utf-8"), True

@@ -1,7 +1,7 @@
-"""Whether dedupe's hot loops run compiled (crawl/_dedupe.c) or in Python and numpy.
+"""Whether dedupe's hot loops run compiled (crawl/text/_compiled.c) or in Python and numpy.
 
 The C module is optional: setup.py builds it where the install finds a C
-compiler, and crawl.text and crawl.simhash fall back to their Python
+compiler, and crawl.text and crawl.dedupe.simhash fall back to their Python
 versions, which give the same bytes and fingerprints, 2-2.5x more slowly
 on a text-heavy page. Each of those modules hands its constants and tag
 lists to the C module at import (one definition of each), and reads

@@ -21,7 +21,7 @@ lower-cased first, so the patterns are literal and fast. Behaviour follows
 the HTML standard's tokenizer: quoted attribute values may hold ``>``, a tag
 cut off by the end of the page is dropped, ``<`` not followed by a letter is
 text. Where it knowingly differs from the lxml tree it replaced
-(tests/test_text.py holds it to that tree on the test web and on a table of
+(tests/text/test_text.py holds it to that tree on the test web and on a table of
 snippets): ``<title>`` is dropped wherever it is (browsers never show it; the
 tree kept one misplaced in the body), ``<embed>`` is empty (libxml2 let it
 swallow what followed), a stray end tag of a block element still ends a block,
@@ -29,11 +29,11 @@ and an undeclared page is UTF-8 when it decodes as UTF-8 (libxml2 read it as
 Latin-1).
 
 The text stays UTF-8 bytes to the hash; :func:`analyse` with ``folded=True``
-returns it already folded (:func:`fold`) for :mod:`crawl.simhash`.
+returns it already folded (:func:`fold`) for :mod:`crawl.dedupe.simhash`.
 That folded path, the one dedupe takes, runs compiled where the install
-built crawl/_dedupe.c (the tokenizer, the boilerplate cut and the folding in
-single passes; see crawl.compiled); the code here defines what it computes
-and is the fallback, and tests/test_compiled.py holds the two together.
+built crawl/text/_compiled.c (the tokenizer, the boilerplate cut and the folding in
+single passes; see crawl.text.compiled); the code here defines what it computes
+and is the fallback, and tests/text/test_compiled.py holds the two together.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ BLOCK_TAGS = (
 # content is not markup (the tokenizer reads on to the end tag) and is never shown:
 # dropped whole. <title> lives in <head>, which the reader never sees either.
 RAW_TEXT_TAGS = ("script", "style", "textarea", "title", "iframe", "noscript", "noembed", "noframes")
-# what str.split() counts as white space beyond ASCII (crawl.simhash cuts ASCII white space)
+# what str.split() counts as white space beyond ASCII (crawl.dedupe.simhash cuts ASCII white space)
 _UNICODE_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 _UNICODE_SPACE = re.compile(f"[{_UNICODE_SPACES}]")
 _MAX_BYTES = 8 << 20  # read at most 8 MiB of a page: enough text to fingerprint it
@@ -182,7 +182,7 @@ def analyse(body: bytes, encoding: str | None = None, base_url: str | None = Non
     if _looks_binary(body[:1024]):
         return Doc(error="binary content, not HTML")
     page = _utf8(body[:_MAX_BYTES], encoding)
-    if folded and compiled.active is not None:  # the same text in one pass (crawl/_dedupe.c)
+    if folded and compiled.active is not None:  # the same text in one pass (crawl/text/_compiled.c)
         text, head = compiled.active.visible_folded(page)
         low = page[:head].lower() if head >= 0 else page.lower()  # all _canonical reads
         return Doc(raw=_entities(text, True), canonical=_canonical(page, low, base_url))
@@ -338,7 +338,7 @@ def _fold_str(s: str) -> str:
 def fold(raw: bytes) -> bytes:
     """``raw`` lower-cased, with every non-ASCII space made an ASCII one.
 
-    What :func:`crawl.simhash.word_hashes` cuts into words: the same words
+    What :func:`crawl.dedupe.simhash.word_hashes` cuts into words: the same words
     ``str.lower().split()`` would give. ASCII text (most pages) stays bytes.
     """
     if raw.isascii():

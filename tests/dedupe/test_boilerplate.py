@@ -1,4 +1,4 @@
-"""Per-host boilerplate blocks learned in rounds (crawl/boilerplate.py), on real LMDB files.
+"""Per-host boilerplate blocks learned in rounds (crawl/dedupe/boilerplate.py), on real LMDB files.
 
 Every test holds the learner to a plain model of the rules (count a round's
 pages, freeze what reached the threshold, start again after so many

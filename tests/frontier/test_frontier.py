@@ -517,7 +517,7 @@ def test_map_trim_releases_resident_pages_and_keeps_data(tmp_path: Path) -> None
 
 def test_a_write_by_another_frontier_between_two_calls_is_seen(tmp_path: Path) -> None:
     # A Frontier reuses the host and address states its last transaction
-    # committed only if no other transaction committed since (frontier_tx.Carry).
+    # committed only if no other transaction committed since (tx.Carry).
     a = Frontier(tmp_path / "frontier", Politeness(per_ip=1))
     b = Frontier(tmp_path / "frontier", Politeness(per_ip=1))  # shares the environment, as another process would
     try:

@@ -1,7 +1,7 @@
 """The HTTP/1.1 client under the fetcher, against a loopback server that sends scripted bytes.
 
 Each test scripts what the server writes on each connection, request by
-request, and checks what :func:`crawl.exchange.exchange` made of it and how
+request, and checks what :func:`crawl.net.request.exchange` made of it and how
 many connections it took (keep-alive is kept only when it is safe).
 """
 

@@ -1,4 +1,4 @@
-"""The parse stage's core: HTML pages in, link records out (crawl/parse.py)."""
+"""The parse stage's core: HTML pages in, link records out (crawl/parse/pages.py)."""
 
 from __future__ import annotations
 

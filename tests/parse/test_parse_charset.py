@@ -1,4 +1,4 @@
-"""Charset detection and decoding for crawl parse (crawl/charset.py)."""
+"""Charset detection and decoding for crawl parse (crawl/text/charset.py)."""
 
 from __future__ import annotations
 

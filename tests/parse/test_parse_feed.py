@@ -1,4 +1,4 @@
-"""RSS and Atom feeds as link sources (crawl/feed.py through parse_body)."""
+"""RSS and Atom feeds as link sources (crawl/parse/feed.py through parse_body)."""
 
 from __future__ import annotations
 

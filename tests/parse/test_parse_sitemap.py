@@ -1,4 +1,4 @@
-"""XML sitemaps and sitemap indexes (crawl/sitemap.py and parse_body)."""
+"""XML sitemaps and sitemap indexes (crawl/parse/sitemap.py and parse_body)."""
 
 from __future__ import annotations
 

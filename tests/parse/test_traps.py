@@ -1,4 +1,4 @@
-"""Spider-trap heuristics (crawl/traps.py)."""
+"""Spider-trap heuristics (crawl/parse/traps.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""crawl/freshness.py: the change-rate estimator, revisit intervals, budget split."""
+"""crawl/recrawl/freshness.py: the change-rate estimator, revisit intervals, budget split."""
 
 from __future__ import annotations
 

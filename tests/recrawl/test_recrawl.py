@@ -1,4 +1,4 @@
-"""crawl/recrawl.py: history in LMDB, the schedule, pings, hints, budget; the CLI;
+"""crawl/recrawl/recrawler.py: history in LMDB, the schedule, pings, hints, budget; the CLI;
 simulated-clock runs against the test web's change process; a real end-to-end
 run against the test web with its clock advanced between rounds."""
 

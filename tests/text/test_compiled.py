@@ -1,6 +1,6 @@
-"""crawl/_dedupe.c gives exactly what the Python definitions give.
+"""crawl/text/_compiled.c gives exactly what the Python definitions give.
 
-The compiled loops replace crawl.text's tokenizer and crawl.simhash's numpy
+The compiled loops replace crawl.text's tokenizer and crawl.dedupe.simhash's numpy
 passes on dedupe's hot path; a fingerprint stored by one must match the
 other's, so each is compared with the Python path (and the textbook loops)
 on the test web's pages, on a table of awkward markup, and on random input.
@@ -40,7 +40,7 @@ def python_path() -> Iterator[None]:
 
 def both(fn, *args):  # type: ignore[no-untyped-def]
     """``fn(*args)`` compiled, then in Python."""
-    assert compiled.use(True), "crawl/_dedupe.c was not built: `pip install -e .` needs a C compiler (gcc)"
+    assert compiled.use(True), "crawl/text/_compiled.c was not built: `pip install -e .` needs a C compiler (gcc)"
     fast = fn(*args)
     with python_path():
         slow = fn(*args)
@@ -48,7 +48,7 @@ def both(fn, *args):  # type: ignore[no-untyped-def]
 
 
 def test_the_compiled_loops_were_built_and_are_used() -> None:
-    assert compiled.built is not None, "crawl/_dedupe.c was not built: `pip install -e .` needs a C compiler (gcc)"
+    assert compiled.built is not None, "crawl/text/_compiled.c was not built: `pip install -e .` needs a C compiler (gcc)"
     assert compiled.active is compiled.built
     with python_path():
         assert compiled.active is None

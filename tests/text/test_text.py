@@ -1,4 +1,4 @@
-"""The visible-text tokenizer (crawl/text.py) against the lxml tree it replaced.
+"""The visible-text tokenizer (crawl/text/extract.py) against the lxml tree it replaced.
 
 ``_tree_blocks`` is that tree version, kept here as the reference: lxml
 parses, the boilerplate elements and ``<head>`` are stripped, a newline goes
