@@ -7,7 +7,7 @@ queue) against the test web's change process (``Web.version``, the same
 function ``crawl testweb serve`` answers from) or any ``version_at``
 function, and measures freshness at random instants. It fetches nothing:
 a "fetch" is the version the page has at that instant. The tests and
-``scripts/bench_freshness.py`` share it.
+``scripts/bench_recrawl.py`` share it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ averaged over random instants after a one-week warm-up; the uniform
 schedule visits every page at one interval with the same number of fetches
 in the measured window, and is sampled at the same instants.
 
-    python scripts/bench_freshness.py [--hosts 10] [--pages 20] [--days 28]
+    python scripts/bench_recrawl.py [--hosts 10] [--pages 20] [--days 28]
 """
 
 from __future__ import annotations
