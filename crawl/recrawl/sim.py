@@ -39,7 +39,7 @@ def web_truth(seed: int, hosts: int, pages: int) -> tuple[list[str], VersionAt, 
     seconds (a fixed phase per page), so the true rate is 1/period; pages
     without a period never change (rate 0).
     """
-    from .testweb.generator import Web, WebConfig
+    from crawl.testweb import Web, WebConfig
 
     web = Web(WebConfig(seed=seed, hosts=hosts, pages=pages, mix="plain"))
     specs = {}
