@@ -90,7 +90,7 @@ def _section(path: list[str], cmd: click.Command, parent: click.Context) -> str:
 
 
 def render(name: str | None) -> str:
-    root = click.Context(cli, info_name="crawl")
+    root = click.Context(cli, info_name="crawl", **cli.context_settings)
     if name is None:
         title, cmd, purpose = "crawl", cli, "a polite, durable web crawler made of small commands"
         body = _help_body(cli) + "\n.SH COMMANDS\n" + "\n".join(
@@ -110,7 +110,7 @@ def render(name: str | None) -> str:
 
 
 def pages() -> dict[str, str]:
-    root = click.Context(cli, info_name="crawl")
+    root = click.Context(cli, info_name="crawl", **cli.context_settings)
     out = {"crawl.1": render(None)}
     for n in cli.list_commands(root):
         out[f"crawl-{n}.1"] = render(n)
