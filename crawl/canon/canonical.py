@@ -69,8 +69,12 @@ from .rules import (
 )
 from .why import parse_notes, refusal
 
-CANON_VERSION = 1
-"""Bump when any rule, default list or output form changes."""
+CANON_VERSION = 2
+"""Bump when any rule, default list or output form changes.
+
+2: the percent rule no longer decodes a hex digit that would complete a
+stray ``%`` (``%4%44`` had become ``%4D``, then ``M``).
+"""
 
 
 class CanonError(ValueError):

@@ -102,9 +102,27 @@ PCT_FIXABLE = re.compile(
     r"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])")
 
 
+_HEX = frozenset("0123456789ABCDEFabcdef")
+
+
 def _pct_fix(m: re.Match[str]) -> str:
     ch = chr(int(m.group(1), 16))
-    return ch if ch in _UNRESERVED else "%" + m.group(1).upper()
+    if ch in _UNRESERVED and not (ch in _HEX and _after_stray_percent(m.string, m.start())):
+        return ch
+    return "%" + m.group(1).upper()
+
+
+def _after_stray_percent(s: str, i: int) -> bool:
+    """Is the escape at ``s[i]`` just after a ``%`` or ``%h`` that is not an escape?
+
+    Decoding a hex digit there would write a new escape: ``%4%44`` would
+    become ``%4D``, which the next run decodes to ``M``, another resource
+    (and ``canon(canon(x)) != canon(x)``). The ``%`` before is never part
+    of an escape the regex matched (that would overlap this one), and
+    decoding never writes a ``%`` (``%25`` is not unreserved), so looking
+    at the input is looking at the output.
+    """
+    return s[i - 1 : i] == "%" or (i >= 2 and s[i - 2] == "%" and s[i - 1] in _HEX)
 
 
 def _pct(s: str) -> str:
@@ -129,7 +147,11 @@ def _fragment(p: _Parts, cfg: CanonConfig) -> None:
 
 
 def _percent(p: _Parts, cfg: CanonConfig) -> None:
-    """RFC 3986 6.2.2.1-2: upper-case escapes, decode unreserved ones only."""
+    """RFC 3986 6.2.2.1-2: upper-case escapes, decode unreserved ones only.
+
+    Never so as to make a new escape out of a stray ``%`` (see
+    :func:`_after_stray_percent`): such a hex digit stays encoded.
+    """
     p.path = _pct(p.path)
     if p.query:
         p.query = _pct(p.query)
