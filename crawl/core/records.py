@@ -11,11 +11,14 @@ Kinds (``v`` = 1); fields marked * are required:
 ``url``     a URL to consider for crawling.
             url*, priority (0 high .. 9 low, default 1), depth (0 for seeds),
             due (unix seconds, earliest fetch), parent, reason, fp (the
-            canonical URL's XXH3-64 as 16 hex digits), surt, canon_v.
+            canonical URL's XXH3-64 as 16 hex digits), surt, canon_v, hops
+            (redirects in a row that led here; absent means 0).
             ``crawl recrawl`` emits reason ping / hint / recrawl with etag,
             last_modified (for a conditional GET), rate, importance.
 ``link``    a URL discovered on a page (same fields as ``url``, plus
             position, rel, anchor, trap). Accepted wherever ``url`` is.
+            A redirect's target carries the redirected URL's hops + 1;
+            every other link starts again at 0 (no ``hops`` field).
             ``crawl parse`` also sets source (a, area, link, iframe, frame,
             meta-refresh, redirect, sitemap, sitemap-index), host, canon_v,
             and lastmod, changefreq, sitemap_priority (0.0 .. 1.0) for
@@ -72,7 +75,15 @@ OUTCOMES = (
     "invalid-url",
     "protocol-error",
     "deferred",  # the lease was spent on robots.txt; the URL goes back, no failure counted
+    # New outcomes go at the end: the frontier stores an outcome as its index here.
+    "redirect-limit",  # a redirect after MAX_REDIRECTS in a row: recorded, not followed
+    "robots-unreachable",  # robots.txt answered 5xx or timed out: the URL waits for a re-check
 )
+
+# Redirects followed in a row (DESIGN invariant 4, "redirect cap"). The count
+# rides in the records (``hops``), so it holds across hosts and across the
+# separate commands as well as in ``crawl run``.
+MAX_REDIRECTS = 5
 
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "url": ("url",),

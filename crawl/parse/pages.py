@@ -385,7 +385,12 @@ def parse_page(fetch_record: Record, response: Response,
 
 
 def parse_redirect(fetch_record: Record, config: ParseConfig | None = None) -> PageResult:
-    """A redirect's ``location`` as one link (rel ["redirect"], same depth)."""
+    """A redirect's ``location`` as one link (rel ["redirect"], same depth, one hop more).
+
+    A redirect keeps the depth, so only ``hops`` bounds a chain: after
+    ``records.MAX_REDIRECTS`` in a row (or when fetch already said
+    ``redirect-limit``) the target is not followed, only counted.
+    """
     cfg = config or ParseConfig()
     result = PageResult()
     result.add("redirects")
@@ -395,7 +400,12 @@ def parse_redirect(fetch_record: Record, config: ParseConfig | None = None) -> P
         result.add("invalid_hrefs")
         em.reject(str(location or ""), "redirect without a location", "redirect", None)
         return result
-    em.emit(location, "redirect", ("redirect",), None, same_depth=True)
+    hops = _int_field(fetch_record.get("hops"), 0)
+    if hops >= records.MAX_REDIRECTS or fetch_record.get("outcome") == "redirect-limit":
+        result.add("redirect_limit")
+        em.reject(location, f"redirect-limit: {hops} redirects in a row already", "redirect", None)
+        return result
+    em.emit(location, "redirect", ("redirect",), None, same_depth=True, extra={"hops": hops + 1})
     return result
 
 

@@ -327,6 +327,32 @@ def test_redirect_without_location() -> None:
     assert res.rejects[0]["error"] == "redirect without a location"
 
 
+def test_redirect_hops_count_up_and_stop_at_the_limit() -> None:
+    """A redirect keeps its depth, so the hop count is what ends a chain (records.MAX_REDIRECTS)."""
+    from crawl.core import records
+
+    stored = StoredResponse(url=PAGE, status=200, headers=HTML,
+                            body=b'<a href="/a">a</a><link rel=canonical href="/c">', content_type="text/html")
+    ok = {"kind": "fetch", "url": PAGE, "outcome": "ok", "hops": 3, "warc": {"file": "f", "offset": 0, "length": 1}}
+    # links of a page start again at 0: the field is absent, whatever the page's own hops
+    assert all("hops" not in r for r in parse_fetch(ok, lambda rec: stored).links)
+    hop, step = {"kind": "fetch", "url": PAGE, "outcome": "redirect", "status": 302, "depth": 1}, 0
+    while True:
+        res = parse_redirect({**hop, "location": f"/r{step}"}, ParseConfig(rejects=True))
+        if not res.links:
+            break
+        (link,) = res.links
+        assert link["hops"] == step + 1 and link["depth"] == 1
+        hop, step = {**hop, "url": link["url"], "hops": link["hops"]}, step + 1
+    assert step == records.MAX_REDIRECTS == 5  # five redirects followed, the sixth is not
+    assert res.counts == {"redirects": 1, "redirect_limit": 1}
+    assert res.rejects[0]["error"].startswith("redirect-limit") and res.rejects[0]["input"] == "/r5"
+    # fetch's own verdict is honoured too (a redirect-limit record still carries its location)
+    res = parse_fetch({"url": PAGE, "outcome": "redirect-limit", "status": 301, "location": "/x", "hops": 5},
+                      lambda rec: stored)
+    assert res.links == [] and res.counts["redirect_limit"] == 1
+
+
 html_bits = st.sampled_from([
     "<a href='", "'>", "</a>", "<base href=", "<link rel=canonical href=", "<meta name=robots content=",
     "nofollow", "http://", "//x.test/", "../", "?", "#", "&amp;", "\x00", "\xe9", "<", ">", '"',
