@@ -4,7 +4,8 @@ Every URL that enters the frontier, the seen set or an index goes through
 :func:`canonicalize` first (:mod:`.canonical`), under the rules in
 :mod:`.rules`; :mod:`.why` explains which rules changed a URL or refused it.
 :mod:`.hostkey` derives the ``host[:port]`` key that politeness queues,
-history and recrawl state are keyed on.
+history and recrawl state are keyed on; :mod:`.literal` reads a host as
+the IP address it spells (``0x7f.1``), for the resolver's address policy.
 """
 
 from .canonical import CANON_VERSION as CANON_VERSION
@@ -17,3 +18,4 @@ from .canonical import host_of as host_of
 from .canonical import registered_domain as registered_domain
 from .hostkey import fast_host as fast_host
 from .hostkey import host_key as host_key
+from .literal import ip_literal as ip_literal

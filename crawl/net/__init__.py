@@ -1,7 +1,8 @@
 """The wire: names to addresses, connections, and one HTTP exchange under hard limits.
 
 :mod:`.dns` resolves (override file, cache, system) and holds the address
-policy (no private, loopback or link-local address unless allowed);
+policy (no private, loopback or link-local address unless allowed, nor an
+IPv6 form of one: :mod:`.carried` finds the IPv4 an IPv6 address carries);
 :mod:`.backend` dials only allowed addresses and pools connections per
 origin; :mod:`.http1` speaks HTTP/1.1; :mod:`.exchange` runs one request
 with connect, total, body and decoded-size limits and turns every failure

@@ -10,7 +10,10 @@ to (see :mod:`crawl.net.backend`), and it is checked against the
 :class:`AddressPolicy` before any byte is sent: private, loopback,
 link-local and other special-purpose addresses are refused unless the
 operator allows them, so a public page cannot point the crawler at an
-internal service (SSRF).
+internal service (SSRF). An IPv6 address that carries an IPv4 one
+(IPv4-mapped, IPv4-compatible, 6to4, Teredo, NAT64; :mod:`.carried`) is
+judged by the IPv4 it carries, and a literal host is read as the URL parser
+reads it (``0x7f.1`` is 127.0.0.1) before any lookup.
 
 Names not in the override file: with ``fallback=False`` (what ``--resolve-file``
 implies unless ``--resolve-fallback`` is given) they fail with a dns-error,
@@ -33,7 +36,10 @@ from pathlib import Path
 import orjson
 import trio
 
+from crawl.canon import CanonError, ip_literal
 from crawl.core import UsageError
+
+from .carried import carried_ipv4
 
 DEFAULT_TTL = 3600.0  # the issue's floor: at least one hour
 NEGATIVE_TTL = 300.0  # a failed lookup is retried after five minutes
@@ -52,10 +58,17 @@ def is_special(ip: IPAddress) -> bool:
 
     Private (RFC 1918, RFC 4193), loopback, link-local (RFC 3927, incl. the
     169.254.169.254 cloud metadata service), multicast, reserved and
-    unspecified addresses; IPv4-mapped IPv6 is judged by its IPv4 part.
+    unspecified addresses. An IPv6 address that carries IPv4 addresses
+    (:func:`~crawl.net.carried.carried_ipv4`) is special when any of them is.
     """
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        carried = carried_ipv4(ip)
+        if carried:
+            return any(_is_special(v4) for v4 in carried)
+    return _is_special(ip)
+
+
+def _is_special(ip: IPAddress) -> bool:
     return bool(
         ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast
         or ip.is_reserved or ip.is_unspecified or not ip.is_global
@@ -68,7 +81,10 @@ class AddressPolicy:
 
     ``allow_private`` lets every address through (the test web needs it);
     ``allow`` lists CIDR ranges let through even though they are special
-    (a staging network, ``10.1.0.0/16``).
+    (a staging network, ``10.1.0.0/16``). An IPv6 address in no allowed
+    range that carries IPv4 addresses passes when each of them would:
+    ``::ffff:10.1.2.3`` with ``10.1.0.0/16`` allowed, never
+    ``2002:7f00:1::1`` (127.0.0.1) without ``127.0.0.0/8``.
     """
 
     allow_private: bool = False
@@ -92,8 +108,15 @@ class AddressPolicy:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
         except ValueError:
             return False
-        if self.allow_private or not is_special(ip):
+        if self.allow_private or self._allowed(ip):
             return True
+        if isinstance(ip, ipaddress.IPv6Address):
+            carried = carried_ipv4(ip)
+            if carried:
+                return all(not _is_special(v4) or self._allowed(v4) for v4 in carried)
+        return not _is_special(ip)
+
+    def _allowed(self, ip: IPAddress) -> bool:
         return any(ip in net for net in self.allow if net.version == ip.version)
 
 
@@ -199,13 +222,22 @@ class Resolver:
                 txn.put(host.encode(), orjson.dumps({"a": e.addresses, "x": e.expires}))
 
     def resolve_static(self, host: str) -> Resolution | None:
-        """Literal addresses and override entries: no I/O, no cache."""
-        h = host.lower().rstrip(".").strip("[]")
-        if h[-1:].isdigit() or ":" in h:  # a literal ends in a digit or has a colon: skip the parse for names
-            try:
-                return Resolution([str(ipaddress.ip_address(h))], "literal")
-            except ValueError:
-                pass
+        """Literal addresses and override entries: no I/O, no cache.
+
+        A literal is read as the canonicaliser reads a URL's host
+        (:func:`crawl.canon.ip_literal`), so ``0x7f.1``, ``2130706433`` and
+        ``127.1`` are 127.0.0.1 whether or not system DNS is on, and never
+        go to the override file or a resolver that would read them
+        otherwise. Raises DnsError for a host no URL may have (``1.2.3.256``).
+        """
+        h = host.lower().rstrip(".")
+        try:
+            literal = ip_literal(h)
+        except CanonError as exc:
+            raise DnsError(f"{host[:100]!r} is neither a host name nor an IP address "
+                           f"({exc.detail})") from None
+        if literal is not None:
+            return Resolution([literal], "literal")
         if h in self.overrides:
             return Resolution(list(self.overrides[h]), "override")
         return None
