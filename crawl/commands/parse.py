@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from crawl.core import CrawlDir, Record, open_sink, run_stage
-from crawl.parse import ParseConfig, Response, parse_fetch, traps
+from crawl.parse import LinkGraph, ParseConfig, Response, parse_fetch, traps
 from crawl.store import read_response
 
 from ._common import dir_option, io_options, stage_io
@@ -92,14 +92,19 @@ def command(crawl_dir: Path | None, warc_dir: Path | None, input_: str, output: 
     with stage_io("parse", frozenset({"fetch"}), input_, output, strict, stats_file) as sio:
         page_sink = open_sink(pages) if pages and pages != "-" else None
         warned = [0]  # per-page problems printed (then only counted)
+        # with --dir, each page's out-links go to DIR/graph for crawl report and crawl why
+        graph = LinkGraph(CrawlDir(crawl_dir).graph) if crawl_dir is not None else None
 
         def batch(recs: list[Record]) -> list[Record]:
             out: list[Record] = []
             events: list[Record] = []
+            edges: list[tuple[str, list[Record]]] = []
             now = time.time()
             for rec in recs:
                 res = parse_fetch(rec, read, cfg, now)
                 out += res.links
+                if graph is not None and (res.page is not None or res.links):
+                    edges.append((rec["url"], res.links))
                 out += res.rejects
                 if res.error:
                     warned[0] += 1
@@ -109,10 +114,16 @@ def command(crawl_dir: Path | None, warc_dir: Path | None, input_: str, output: 
                     events.append(res.page)
                 for key, n in res.counts.items():
                     sio.report.add(key, n)
+            if edges:
+                graph.record(edges)  # type: ignore[union-attr]
             if page_sink is not None:
                 page_sink.write(events)
             elif pages == "-":
                 out += events
             return out
 
-        run_stage(sio.source, sio.sink, batch, sio.report, batch=200)
+        try:
+            run_stage(sio.source, sio.sink, batch, sio.report, batch=200)
+        finally:
+            if graph is not None:
+                graph.close()

@@ -120,5 +120,10 @@ class CrawlDir:
         return self.sub("log")
 
     @property
+    def graph(self) -> Path:
+        """The link graph: each parsed page's out-links, for ``crawl report`` and ``crawl why``."""
+        return self.sub("graph")
+
+    @property
     def spools(self) -> Path:
         return self.sub("spool")

@@ -8,6 +8,7 @@ facets, deep repeats).
 """
 
 from . import traps as traps
+from .graph import LinkGraph as LinkGraph
 from .pages import ParseConfig as ParseConfig
 from .pages import Response as Response
 from .pages import parse_fetch as parse_fetch

@@ -11,6 +11,7 @@ directory holds for ``crawl stats``.
 from .crawl import Budgets as Budgets
 from .crawl import Crawl as Crawl
 from .crawl import RunOptions as RunOptions
+from .crawllog import CrawlLog as CrawlLog
 from .crawllog import read_log as read_log
 from .display import make_display as make_display
 from .display import summary as summary

@@ -41,7 +41,7 @@ from crawl.dedupe import Deduper
 from crawl.fetch import FetchConfig, StoreOptions
 from crawl.frontier import Frontier, Politeness, enqueue_due
 from crawl.net import AddressPolicy
-from crawl.parse import ParseConfig, parse_fetch
+from crawl.parse import LinkGraph, ParseConfig, parse_fetch
 from crawl.recrawl import Recrawler, split_budget
 from crawl.seen import SeenSet, canonical
 from crawl.store import read_response
@@ -131,6 +131,7 @@ class Crawl:
         self.next_recrawl = 0.0
         self.fetched = Spool(cdir.spools / "fetched")
         self.log = CrawlLog(cdir.log)
+        self.graph = LinkGraph(cdir.graph)  # each page's out-links, for report and why
         self.state = open_env(cdir.sub("runstate"), max_dbs=4)
         self.hostcap = self.state.open_db(b"host-admitted")
         self.meta = self.state.open_db(b"meta")
@@ -145,6 +146,7 @@ class Crawl:
         self.dedupe.close()
         self.seen.close()
         self.frontier.close()
+        self.graph.close()
         self.fetched.close()
 
     # -- admission: scope, per-host cap, seen, frontier ---------------------
@@ -331,6 +333,7 @@ class Crawl:
 
         links: list[Record] = []
         events: list[Record] = []
+        graph: list[tuple[str, list[Record]]] = []
         checked = self.dedupe.check(recs, body_of)
         self.recrawler.observe(checked, now)
         for rec in checked:
@@ -341,6 +344,8 @@ class Crawl:
                                            distance=rec.get("distance"), dup_kind=rec.get("dup_kind")))
             res = parse_fetch(rec, read, self.opts.parse, now)
             links.extend(res.links)
+            if res.page is not None or res.links:
+                graph.append((rec["url"], res.links))
             for k, v in res.counts.items():
                 self.progress.add(f"parse/{k}", v)
         self.recrawler.observe_links(links, now)
@@ -349,6 +354,8 @@ class Crawl:
             self.progress.add(f"links/{k}", v)
         if events:
             self.log.write(events)
+        if graph:
+            self.graph.record(graph)  # before the ack: a crash re-parses the batch, never loses it
         self.fetched.ack(k for k, _ in claimed)
         return len(claimed)
 

@@ -32,7 +32,8 @@ def event_of(rec: Record, now: float | None = None) -> Record:
     ev = records.make("event", ts=now if now is not None else time.time(), event="fetch")
     for key in ("url", "host", "ip", "outcome", "status", "bytes", "digest", "simhash",
                 "duplicate_of", "distance", "depth", "attempt", "etag", "last_modified",
-                "changed", "retry_after", "content_type", "warc"):
+                "changed", "retry_after", "content_type", "warc", "location", "robots",
+                "parent", "anchor", "source", "truncated", "error", "hops"):
         if key in rec:
             ev[key] = rec[key]
     t = rec.get("timings")
