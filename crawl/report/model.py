@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from crawl.canon import CanonError, canonicalize
 from crawl.core import CrawlDir
@@ -98,10 +97,6 @@ def _canon(url: str) -> str:
         return canonicalize(url).url
     except (CanonError, ValueError):
         return url
-
-
-def _h(url: str) -> int:
-    return xxhash.xxh3_64_intdigest(url.encode("utf-8", "surrogatepass"))
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -189,7 +184,7 @@ class _Graph:
         self.referrers: dict[str, list[tuple[str, str]]] = defaultdict(list)
         self.referrer_counts: Counter[str] = Counter()
         self.canonical: dict[str, str] = {}  # page -> the canonical it declares
-        self.linked = array("Q")  # hashes of URLs some page links to (not a sitemap)
+        self.linked = array("q")  # hash() of URLs some page links to (not a sitemap): 8 bytes each
         self.sitemap: dict[int, str] = {}  # hash -> URL listed in a sitemap
         self.traps: dict[str, list[tuple[str, str]]] = defaultdict(list)  # heuristic -> (url, from)
         self.pages = 0
@@ -200,20 +195,23 @@ class _Graph:
         self.pages += 1
         self.edges += len(edges)
         self.cut += cut
+        # the hot loop of a report (millions of edges): one unpack, the cheap tests first
+        broken, linked = self.broken, self.linked
         for edge in edges:
-            if not isinstance(edge, list) or len(edge) < 5 or not isinstance(edge[0], str):
+            try:
+                dst, anchor, rel, source, trap = edge
+            except (TypeError, ValueError):
                 continue
-            dst, anchor, rel, source, trap = edge[0], edge[1], edge[2], edge[3], edge[4]
-            if "canonical" in rel.split():
+            if rel and "canonical" in rel.split():
                 self.canonical.setdefault(src, dst)
                 continue
             if source == "sitemap":
-                self.sitemap[_h(dst)] = dst
+                self.sitemap[hash(dst)] = dst
                 continue
-            self.linked.append(_h(dst))
+            linked.append(hash(dst))
             if trap:
                 self.traps[trap].append((dst, src))
-            if dst in self.broken:
+            if dst in broken:
                 self.referrer_counts[dst] += 1
                 refs = self.referrers[dst]
                 if len(refs) < MAX_REFERRERS:
@@ -473,11 +471,11 @@ def _depth(latest: dict[str, Fetch]) -> Section:
 
 def _orphans(graph: _Graph) -> Section:
     # 8 bytes per edge, sorted once: a set of millions of Python ints would cost ~70 bytes each
-    linked = np.unique(np.frombuffer(graph.linked, dtype=np.uint64)) if len(graph.linked) else np.empty(0, np.uint64)
+    linked = np.unique(np.frombuffer(graph.linked, dtype=np.int64)) if len(graph.linked) else np.empty(0, np.int64)
     urls = sorted(graph.sitemap.items(), key=lambda kv: kv[1])
     if not urls:
         return Section("orphans", "In sitemaps, never linked", ["url"], [])
-    wanted = np.array([h for h, _ in urls], dtype=np.uint64)
+    wanted = np.array([h for h, _ in urls], dtype=np.int64)
     pos = np.searchsorted(linked, wanted)
     found = (pos < len(linked)) & (linked[np.minimum(pos, max(len(linked) - 1, 0))] == wanted) \
         if len(linked) else np.zeros(len(urls), dtype=bool)
