@@ -63,7 +63,8 @@ def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: in
 
     \b
     Behaviours (--mix): plain near-dups mirror traps redirects busy slow
-      reset endless huge gzip-bomb content-type charset;
+      reset endless huge gzip-bomb content-type charset gzip-multi
+      gzip-trailing;
     robots variants: simple rules 404 500 timeout oversize redirect
     (each is described in the README, "The test web").
 
