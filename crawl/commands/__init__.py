@@ -104,6 +104,14 @@ def main(argv: list[str] | None = None) -> Any:
             raise
         sys.stderr.write(f"crawl: error: {exc}\n")
         sys.exit(exc.exit_status)
+    except BaseExceptionGroup as group:  # a trio nursery wraps what its tasks raised
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]
+        if not isinstance(leaf, CrawlError) or os.environ.get("CRAWL_TRACEBACK"):
+            raise
+        sys.stderr.write(f"crawl: error: {leaf}\n")
+        sys.exit(leaf.exit_status)
 
 
 def _quiet_broken_pipe() -> None:

@@ -4,17 +4,27 @@ Records (:mod:`.records`: one NDJSON object per line, each with ``kind`` and
 ``v``) go between stages through pipes or LMDB spools (:mod:`.spool`), read
 and written by :mod:`.io`, which also runs a stage's batch loop (read a
 batch, process, write, then acknowledge). :mod:`.state` lays out a crawl
-directory and opens its LMDB environments; :mod:`.errors` holds the
+directory and opens its LMDB environments, each data file checked first
+(:mod:`.envcheck`) and its failures named (:mod:`.guard`); :mod:`.atomic`
+rewrites small files whole; :mod:`.errors` holds the
 exceptions that become one ``crawl: error:`` line and an exit status;
 :mod:`.maptrim` gives back the page cache of memory-mapped files; and
 :mod:`.identity` is who the crawler says it is.
 """
 
 from . import records as records
+from .atomic import replace_file as replace_file
+from .envcheck import verify_env as verify_env
 from .errors import CrawlError as CrawlError
+from .errors import DamagedState as DamagedState
 from .errors import ExitStatus as ExitStatus
+from .errors import NoSpace as NoSpace
 from .errors import StateError as StateError
 from .errors import UsageError as UsageError
+from .guard import ENV_ROLES as ENV_ROLES
+from .guard import crawl_dir_of as crawl_dir_of
+from .guard import is_no_space as is_no_space
+from .guard import no_space as no_space
 from .identity import AGENT_TOKEN as AGENT_TOKEN
 from .identity import DEFAULT_USER_AGENT as DEFAULT_USER_AGENT
 from .io import Batch as Batch

@@ -7,6 +7,8 @@ to the operator as is, so it says what went wrong *and* what to do about it.
     CrawlError                 exit 1: the run cannot go on
      ├── UsageError            exit 2: the flags or arguments are wrong
      ├── StateError            exit 1: the crawl directory is unusable
+     │    ├── DamagedState     a state file is cut short or overwritten
+     │    └── NoSpace          the disk filled up while writing a file
      └── BadRecord             one malformed input line (counted, not fatal
                                unless --strict)
 
@@ -41,6 +43,26 @@ class UsageError(CrawlError):
 
 class StateError(CrawlError):
     """The crawl directory or a spool cannot be opened or is damaged."""
+
+
+class DamagedState(StateError):
+    """A state file is not what was written (cut short, overwritten), found before
+    LMDB could crash on it. ``path`` is the environment, ``why`` the finding."""
+
+    def __init__(self, message: str, *, path: object = None, why: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.why = why
+
+
+class NoSpace(StateError):
+    """The file system filled up while ``path`` was being written. Whatever was
+    being written is undone (the commit aborted, the partial tail cut off), so
+    the same command run again after space is freed resumes with nothing lost."""
+
+    def __init__(self, message: str, *, path: object = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class BadRecord(CrawlError):

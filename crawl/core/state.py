@@ -14,13 +14,15 @@ from pathlib import Path
 
 import lmdb
 
+from . import envcheck
 from .errors import StateError
+from .guard import GuardedEnv, damaged, failure
 
 # Sparse on 64-bit Linux: the map size reserves address space, not disk.
 DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB
 
 
-_OPEN: dict[str, lmdb.Environment] = {}
+_OPEN: dict[str, GuardedEnv] = {}
 
 
 def open_env(
@@ -30,7 +32,7 @@ def open_env(
     map_size: int = DEFAULT_MAP_SIZE,
     readonly: bool = False,
     sync: bool = True,
-) -> lmdb.Environment:
+) -> GuardedEnv:
     """Open (creating it if needed) the LMDB environment directory ``path``.
 
     One environment is shared per path within a process (LMDB does not allow
@@ -38,6 +40,13 @@ def open_env(
     ``sync=True`` (the default) fsyncs every commit: a command writes its
     output only after the state change it reports is on disk. Pass
     ``sync=False`` only for caches that can be rebuilt.
+
+    The data file is checked before it is mapped (:mod:`.envcheck`): one that
+    is cut short or has overwritten meta pages is refused with a
+    :class:`~crawl.core.errors.DamagedState` naming it, where LMDB would die
+    of SIGBUS or fail deep inside a stage. The environment comes back wrapped
+    (:class:`~crawl.core.guard.GuardedEnv`), so damage LMDB finds later, or a
+    full disk, is reported the same way by every command.
     """
     p = Path(path)
     key = str(p.resolve())
@@ -49,10 +58,13 @@ def open_env(
             return env
         except lmdb.Error:
             del _OPEN[key]
+    problem = envcheck.problem(p)
+    if problem is not None:
+        raise damaged(p, problem)
     try:
         if not readonly:
             p.mkdir(parents=True, exist_ok=True)
-        env = lmdb.open(
+        raw = lmdb.open(
             str(p),
             map_size=map_size,
             max_dbs=max_dbs,
@@ -65,14 +77,18 @@ def open_env(
             subdir=True,
         )
     except lmdb.Error as exc:
+        err = failure(p, exc)
+        if err is not None:
+            raise err from exc
         raise StateError(
             f"cannot open state at {p}: {exc}. Is --dir a crawl directory you can write to?"
         ) from exc
+    env = GuardedEnv(raw, p)
     _OPEN[key] = env
     return env
 
 
-def close_env(env: lmdb.Environment) -> None:
+def close_env(env: GuardedEnv) -> None:
     """Close an environment opened with :func:`open_env` (shared per process)."""
     for key, e in list(_OPEN.items()):
         if e is env:

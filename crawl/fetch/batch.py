@@ -24,7 +24,18 @@ from typing import Any
 
 import trio
 
-from crawl.core import Batch, CrawlDir, CrawlError, Record, Report, Sink, Source, open_env
+from crawl.core import (
+    Batch,
+    CrawlDir,
+    CrawlError,
+    Record,
+    Report,
+    Sink,
+    Source,
+    is_no_space,
+    no_space,
+    open_env,
+)
 from crawl.net import AddressPolicy, Resolver, make_transport
 from crawl.recrawl import History
 from crawl.robots import RobotsCache, RobotsFetcher
@@ -70,8 +81,15 @@ def store_group(writer: WarcWriter, history: History | None, items: list[Fetched
         if history is not None:
             history.update(updates)
     except OSError as exc:
+        # No result of the group was released: cut its records off again, so the
+        # file ends with whole records and nothing points past its end.
+        file = writer.dir / writer.name if writer.name else writer.dir
+        writer.discard()
+        if is_no_space(exc):
+            raise no_space(file, "no result of the group being stored was released; their "
+                                 "leases return to the frontier when they expire") from exc
         raise CrawlError(
-            f"cannot write to the WARC store {writer.dir}: {exc.strerror or exc}. No result was "
+            f"cannot write to the WARC store {file}: {exc.strerror or exc}. No result was "
             "emitted for this group; its leases return to the frontier when they expire.") from exc
     finally:
         for it in items:

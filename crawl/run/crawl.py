@@ -36,7 +36,7 @@ import orjson
 import trio
 
 from crawl.canon import CanonError
-from crawl.core import Batch, CrawlDir, CrawlError, Record, Spool, open_env, records
+from crawl.core import Batch, CrawlDir, CrawlError, Record, Spool, open_env, records, replace_file
 from crawl.dedupe import Deduper
 from crawl.fetch import FetchConfig, StoreOptions
 from crawl.frontier import Frontier, Politeness, enqueue_due
@@ -395,7 +395,5 @@ class Crawl:
         )
 
     def write_status(self, st: Record) -> None:
-        path = self.cdir.root / RUN_STATUS
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps(st))
-        tmp.replace(path)
+        data = orjson.dumps(st)
+        replace_file(self.cdir.root / RUN_STATUS, lambda f: f.write(data), sync=False)

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import zstandard
 
-from crawl.core import Record, records
+from crawl.core import Record, is_no_space, no_space, records
 
 ROTATE_BYTES = 64 << 20
 _PATTERN = "crawl-{:06d}.ndjson.zst"
@@ -77,14 +77,40 @@ class CrawlLog:
             path = self.current
         with self._lock:
             frame = self._cctx.compress(data)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            if is_no_space(exc):
+                raise no_space(path, "the crawl log") from exc
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # whole frames only, whoever else appends
-            os.write(fd, frame)
-            os.fsync(fd)
+            _append_whole(fd, path, frame)
         finally:
             os.close(fd)  # releases the lock
         return data.count(b"\n")
+
+
+def _append_whole(fd: int, path: Path, frame: bytes) -> None:
+    """Append one frame and fsync it, or leave the file as it was.
+
+    On a full disk ``write`` stores what fits and returns a short count; a
+    frame cut there and another appended after it (once space is freed, by a
+    process that still had the file open) would end every reader at the cut,
+    losing all that follows. So a failed append is cut off again before the
+    error goes up (under the caller's lock: no other frame can be behind it).
+    """
+    start = os.fstat(fd).st_size
+    try:
+        view = memoryview(frame)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except OSError as exc:
+        os.ftruncate(fd, start)  # shrinking needs no space
+        if is_no_space(exc):
+            raise no_space(path, "the crawl log") from exc
+        raise
 
 
 @contextlib.contextmanager

@@ -10,13 +10,14 @@ Ctrl-C/SIGTERM into "no new leases, finish in-flight work, commit".
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import trio
 
-from crawl.core import Batch, CrawlDir, CrawlError, Record, Report
+from crawl.core import Batch, CrawlDir, CrawlError, ExitStatus, Record, Report
 from crawl.fetch import fetch_all, open_fetcher
 
 from .crawl import Crawl, RunOptions
@@ -91,17 +92,22 @@ def _child_main(root: str, opts: RunOptions, done: Any, stop: Any) -> None:
     """Entry point of one parse process (spawned; ignores Ctrl-C: the parent decides)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    crawl = Crawl(CrawlDir(root), opts)
     try:
-        while not stop.is_set():
-            finishing = done.is_set()
-            if crawl.process_one_batch():
-                continue
-            if finishing:
-                return
-            time.sleep(0.05)
-    finally:
-        crawl.close()
+        crawl = Crawl(CrawlDir(root), opts)
+        try:
+            while not stop.is_set():
+                finishing = done.is_set()
+                if crawl.process_one_batch():
+                    continue
+                if finishing:
+                    return
+                time.sleep(0.05)
+        finally:
+            crawl.close()
+    except CrawlError as exc:  # one line, as the parent's boundary writes its own (a full disk...)
+        sys.stderr.write(f"crawl: error: {exc}\n")
+        sys.stderr.flush()
+        sys.exit(ExitStatus.ERROR)
 
 
 async def _process_children(crawl: Crawl) -> None:
@@ -120,7 +126,8 @@ async def _process_children(crawl: Crawl) -> None:
                 stop.set()  # the rest waits in the spool for the next run
             for p in procs:
                 if not p.is_alive() and p.exitcode not in (0, None):
-                    raise CrawlError(f"parse process {p.name} died (exit {p.exitcode}); "
+                    said = " on the error above" if p.exitcode == ExitStatus.ERROR else ""
+                    raise CrawlError(f"parse process {p.name} stopped{said} (exit {p.exitcode}); "
                                      "the crawl stopped, its work is safe in the spool: run again")
             await trio.sleep(0.2)
         done.set()

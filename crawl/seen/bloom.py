@@ -22,14 +22,16 @@ same pattern always collide, so 0.01% already costs 58 bits per key.
 from __future__ import annotations
 
 import math
-import os
 import struct
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import xxhash
+
+from crawl.core import replace_file
 
 WORD_BITS = 64
 PATTERNS = 1 << 14  # 16,384 masks: 55 ms to build, costs 1% more memory than 65,536
@@ -218,14 +220,14 @@ class BloomFilter:
     # -- persistence ---------------------------------------------------------
 
     def save(self, path: Path) -> None:
-        """Write atomically (temp file + rename): a crash leaves the old file or none."""
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
+        """Write atomically (temp file + rename): a crash leaves the old file or none,
+        and a failure (a full disk: NoSpace) leaves no temp file behind."""
+
+        def write(f: BinaryIO) -> None:
             f.write(_HEADER.pack(_MAGIC, _VERSION, self.k, self.blocks, self.added, self.covers))
             f.write(self.words.data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+
+        replace_file(path, write)
 
     @classmethod
     def load(cls, path: Path) -> BloomFilter | None:

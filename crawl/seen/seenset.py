@@ -52,7 +52,7 @@ import lmdb
 import numpy as np
 from pyroaring import BitMap
 
-from crawl.core import CrawlError, Record, close_env, open_env, records
+from crawl.core import CrawlError, NoSpace, Record, close_env, open_env, records
 
 from .bloom import BloomFilter, _best_load, as_fps
 
@@ -211,10 +211,17 @@ class SeenSet:
         self._unsaved = 0
 
     def close(self) -> None:
+        """Save the filter and close. A filter that cannot be saved (a full disk) is
+        not an error here: the file on disk still says what it covers, so the next
+        open sees it is stale and rebuilds it from the exact set."""
         if self.env is not None:
-            self.save()
-            close_env(self.env)
-            self.env = None  # type: ignore[assignment]
+            try:
+                self.save()
+            except NoSpace:
+                self._count("bloom_unsaved")
+            finally:
+                close_env(self.env)
+                self.env = None  # type: ignore[assignment]
 
     def __enter__(self) -> SeenSet:
         return self

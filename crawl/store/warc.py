@@ -20,6 +20,7 @@ Writers: one :class:`WarcWriter` per process, driven by a single task.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -243,6 +244,7 @@ class WarcWriter:
         self._cdxj: BinaryIO | None = None
         self.name = ""
         self.bytes_written = 0
+        self._synced = (0, 0)  # where the current file and its sidecar were when last synced
 
     def _open(self) -> None:
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
@@ -255,6 +257,7 @@ class WarcWriter:
             except FileExistsError:
                 continue
         self.name = name
+        self._synced = (0, 0)
         self._cdxj = open(self.dir / (name + ".cdxj"), "ab")  # noqa: SIM115
         self._framer = _Framer(self._fh, self.compression)
         self._w = WARCWriter(self._framer, gzip=False, warc_version="1.1")
@@ -380,6 +383,35 @@ class WarcWriter:
             os.fsync(self._fh.fileno())
         if self._cdxj is not None:
             self._cdxj.flush()  # rebuildable from the WARC: no fsync needed
+        if self._fh is not None and self._cdxj is not None:
+            self._synced = (self._fh.tell(), self._cdxj.tell())
+
+    def discard(self) -> None:
+        """Undo what was written since the last :meth:`sync` and close the file.
+
+        For a group that failed half-way (a full disk): no pointer into it was
+        released, so its records are cut off rather than left as a torn tail
+        that every reader of the file would trip over, and its sidecar lines
+        with them. A file that never got past its warcinfo record goes.
+        """
+        if self._fh is None or self._cdxj is None:
+            return
+        path, side = self.dir / self.name, self.dir / (self.name + ".cdxj")
+        for fh in (self._fh, self._cdxj):
+            try:
+                fh.close()  # flushing what is buffered may fail again: closed all the same
+            except OSError:
+                pass
+        self._fh = self._cdxj = None
+        end, side_end = self._synced
+        if end == 0:
+            for f in (path, side):
+                with contextlib.suppress(OSError):
+                    f.unlink()
+            return
+        with contextlib.suppress(OSError):  # shrinking needs no space; the error being handled matters
+            os.truncate(path, end)
+            os.truncate(side, side_end)
 
     def rotate(self) -> None:
         self.close()
