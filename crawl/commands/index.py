@@ -67,9 +67,7 @@ def command(crawl_dir: Path, url: str | None, prefix: bool, body: bool, rescan: 
     if not hits:
         raise UsageError(f"no capture of {url} in {warc_dir}/{cdxj.INDEX_NAME} (run crawl index --dir first?)")
     if body:
-        h = hits[-1]
-        ptr = {"file": h["filename"], "offset": h["offset"], "length": h["length"]}
-        out.write(store.read_response(warc_dir, ptr).body)
+        out.write(store.read_response(warc_dir, cdxj.capture_pointer(hits[-1])).body)
     else:
         out.write(b"".join(orjson.dumps(h) + b"\n" for h in hits))
     out.flush()

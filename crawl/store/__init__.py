@@ -2,16 +2,19 @@
 
 :mod:`.warc` writes request and response records (fsynced in groups, with a
 body buffer bounded in memory); :mod:`.cdxj` keeps the URL index;
-:mod:`.read` reads one record from a pointer or scans a file, torn tails
-included; :mod:`.codings` undoes content codings in bounded pieces, for the
-fetch's bomb limits and for readers alike.
+:mod:`.read` checks a pointer and reads the one record it names, or scans a
+file, torn tails included; :mod:`.codings` undoes content codings in
+bounded pieces, for the fetch's bomb limits and for readers alike.
 """
 
 from . import cdxj as cdxj
 from .codings import Bomb as Bomb
 from .codings import Meter as Meter
+from .read import BadPointer as BadPointer
+from .read import Pointer as Pointer
 from .read import ScanResult as ScanResult
 from .read import StoredResponse as StoredResponse
+from .read import check_pointer as check_pointer
 from .read import iter_records as iter_records
 from .read import read_response as read_response
 from .read import scan as scan

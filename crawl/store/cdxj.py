@@ -93,6 +93,36 @@ def _lines_from_warc(path: Path) -> Iterator[bytes]:
         return
 
 
+def capture_pointer(capture: dict[str, Any]) -> dict[str, Any]:
+    """The ``warc`` pointer ({file, offset, length}) of a capture from the index,
+    for :func:`crawl.store.read_response` (which checks it)."""
+    return {key: capture[field] for key, field in (("file", "filename"), ("offset", "offset"),
+                                                   ("length", "length")) if field in capture}
+
+
+def _sidecar_lines(wf: Path, side: Path) -> list[bytes] | None:
+    """The lines of ``wf``'s sidecar whose records are complete, or None to rescan ``wf``:
+    a line that is not a capture of it (a damaged or foreign sidecar) must not hide
+    the records, nor stop the build."""
+    from .read import BadPointer, check_pointer
+
+    size = wf.stat().st_size
+    out = []
+    for ln in side.read_bytes().splitlines(keepends=True):
+        if not ln.endswith(b"\n"):
+            continue  # torn sidecar line
+        try:
+            _, _, f = parse_line(ln)
+            ptr = check_pointer(wf.parent, capture_pointer(f) if isinstance(f, dict) else f)
+        except (ValueError, BadPointer):  # UnicodeDecodeError and orjson's errors are ValueErrors
+            return None
+        if ptr.path.name != wf.name:
+            return None
+        if ptr.offset + ptr.length <= size:
+            out.append(ln)
+    return out
+
+
 def build(warc_dir: Path, *, rescan: bool = False) -> tuple[Path, int]:
     """Write ``warc_dir/index.cdxj`` (sorted) atomically; returns (path, lines).
 
@@ -102,16 +132,8 @@ def build(warc_dir: Path, *, rescan: bool = False) -> tuple[Path, int]:
     lines: list[bytes] = []
     for wf in warc_files(warc_dir):
         side = wf.with_name(wf.name + ".cdxj")
-        if side.exists() and not rescan:
-            size = wf.stat().st_size
-            for ln in side.read_bytes().splitlines(keepends=True):
-                if not ln.endswith(b"\n"):
-                    continue  # torn sidecar line
-                _, _, f = parse_line(ln)
-                if int(f["offset"]) + int(f["length"]) <= size:
-                    lines.append(ln)
-        else:
-            lines.extend(_lines_from_warc(wf))
+        got = _sidecar_lines(wf, side) if side.exists() and not rescan else None
+        lines.extend(_lines_from_warc(wf) if got is None else got)
     lines.sort()
     out = warc_dir / INDEX_NAME
     tmp = out.with_suffix(".tmp")

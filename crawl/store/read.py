@@ -1,17 +1,22 @@
 """Reading WARC records back: by pointer, or every record of a file.
 
-:func:`read_response` is what parse and dedupe call with a fetch record's
-``warc`` pointer ({file, offset, length}); it decodes the body of its
-transfer and content encodings in bounded pieces, so a stored compression
-bomb cannot blow up a reader. :func:`scan` walks a file member by member
-(every gzip member or zstd frame must be complete, trailer included) and
-reports where a torn last record starts, which is how a crash is detected.
+:func:`read_response` is what parse, dedupe, index and run call with a fetch
+record's ``warc`` pointer ({file, offset, length}); it decodes the body of
+its transfer and content encodings in bounded pieces, so a stored
+compression bomb cannot blow up a reader. A pointer comes from a record,
+that is from a pipe or a spool anybody can write to, so
+:func:`check_pointer` (which :func:`read_response` calls first) refuses a
+malformed one with :class:`BadPointer` before any file is opened or any
+buffer sized from it. :func:`scan` walks a file member by member (every
+gzip member or zstd frame must be complete, trailer included) and reports
+where a torn last record starts, which is how a crash is detected.
 """
 
 from __future__ import annotations
 
 import functools
 import io
+import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +28,8 @@ import zstandard
 from isal import isal_zlib
 from warcio.archiveiterator import ArchiveIterator
 from warcio.bufferedreaders import BufferedReader
+from warcio.exceptions import ArchiveLoadFailed
+from warcio.statusandheaders import StatusAndHeadersParserException
 
 from crawl.core import CrawlError
 
@@ -63,8 +70,17 @@ class StoredResponse:
 
 
 def _read_slice(path: Path, offset: int, length: int) -> bytes:
-    """The stored bytes of one record: its gzip member or zstd frame, decompressed."""
+    """The stored bytes of one record: its gzip member or zstd frame, decompressed.
+
+    The claimed length is held against the file's size first: ``read(n)``
+    allocates n bytes before it reads one, so a length of 10**15 would end
+    the reader with a MemoryError.
+    """
     with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if offset + length > size:
+            raise BadPointer(f"the record at offset {offset}, length {length}, would end past the end of "
+                             f"{path.name} ({size} bytes); the pointer is wrong or the file was cut short")
         fh.seek(offset)
         data = fh.read(length)
     if path.name.endswith(".zst"):
@@ -168,6 +184,77 @@ def _decoded_body(rec: Any, max_body: int) -> tuple[bytes, bool]:
     return _decode(raw.read(), h.get_header("Content-Encoding") or "", max_body)
 
 
+class BadPointer(CrawlError):
+    """A ``warc`` pointer that cannot name a stored record: the input is malformed,
+    not the store damaged. Stages count it and go on with the next record."""
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """A checked ``warc`` pointer: the file it names, and where the record lies in it."""
+
+    path: Path
+    offset: int
+    length: int
+
+
+_MAX_DIGITS = 19  # positions given as text (CDXJ fields): more digits is no file position
+_MAX_NAME = 4096  # PATH_MAX
+
+
+def check_pointer(warc_dir: Path | None, warc: object) -> Pointer:
+    """The file and span a ``warc`` pointer ({file, offset, length}) names, or BadPointer.
+
+    ``file`` must be a printable string naming a file inside ``warc_dir``
+    (``None``: a path as given, for ``crawl parse`` without ``--dir``);
+    ``offset`` and ``length`` whole numbers (or strings of digits, as CDXJ
+    holds them), the offset not negative, the length positive. Whether the
+    span fits in the file is checked when it is read, against the file's size.
+    """
+    if not isinstance(warc, dict):
+        raise BadPointer(f"the warc pointer is {_show(warc)}, not an object {{file, offset, length}}")
+    missing = [k for k in ("file", "offset", "length") if k not in warc]
+    if missing:
+        raise BadPointer(f"the warc pointer {_show(warc)} has no {' or '.join(missing)}")
+    name = warc["file"]
+    if not isinstance(name, str) or not name:
+        raise BadPointer(f"the warc pointer {_show(warc)} has a file that is not a file name")
+    if len(name) > _MAX_NAME or not name.isprintable():
+        raise BadPointer(f"the warc pointer {_show(warc)} has a file name with control characters "
+                         f"(NUL, newline...) or longer than {_MAX_NAME}")
+    offset = _position(warc, "offset")
+    length = _position(warc, "length")
+    if length == 0:
+        raise BadPointer(f"the warc pointer {_show(warc)} has length 0: no record is that short")
+    try:
+        path = _named_path(name) if warc_dir is None else _warc_path(str(warc_dir), name)
+    except CrawlError:
+        raise BadPointer(f"the warc pointer {_show(warc)} names a file outside the WARC directory "
+                         f"{warc_dir}") from None
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, an unusable name
+        raise BadPointer(f"the warc pointer {_show(warc)} names no usable file: {exc}") from None
+    return Pointer(path, offset, length)
+
+
+def _position(warc: dict[str, Any], key: str) -> int:
+    value = warc[key]
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, str) and 0 < len(value) <= _MAX_DIGITS and value.isascii() and value.isdigit():
+        n = int(value)
+    else:
+        raise BadPointer(f"the warc pointer {_show(warc)} has {key} {_show(value)}: "
+                         f"a whole number of bytes is needed")
+    if n < 0:
+        raise BadPointer(f"the warc pointer {_show(warc)} has a negative {key}")
+    return n
+
+
+def _show(value: object, limit: int = 160) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 @functools.lru_cache(maxsize=1024)
 def _warc_path(warc_dir: str, name: str) -> Path:
     """The file a pointer names, refused if it leaves the WARC directory.
@@ -181,22 +268,29 @@ def _warc_path(warc_dir: str, name: str) -> Path:
     return ensure_inside(Path(warc_dir), Path(name))
 
 
-def read_response(warc_dir: Path, warc: dict[str, Any], *, max_body: int = 64 << 20) -> StoredResponse:
+@functools.lru_cache(maxsize=1024)
+def _named_path(name: str) -> Path:
+    return Path(name).resolve()
+
+
+def read_response(warc_dir: Path | None, warc: Any, *, max_body: int = 64 << 20) -> StoredResponse:
     """Read back the response a fetch result points to (``warc`` = {file, offset, length}).
 
     ``max_body`` caps the *decoded* body, so a stored compression bomb cannot
-    blow up a reader. Raises CrawlError if the pointer does not lead to a
-    response or revisit record.
+    blow up a reader. Raises :class:`BadPointer` for a malformed pointer
+    (:func:`check_pointer`) and CrawlError if it does not lead to a response
+    or revisit record. ``warc_dir`` None reads ``file`` as a path as given.
     """
-    path = _warc_path(str(warc_dir), str(warc["file"]))
+    ptr = check_pointer(warc_dir, warc)
     try:
-        data = _read_slice(path, int(warc["offset"]), int(warc["length"]))
+        data = _read_slice(ptr.path, ptr.offset, ptr.length)
         fast = _fast_response(data, max_body)
         if fast is not None:
             return fast
         return _warcio_response(data, max_body, warc)
-    except (OSError, ValueError, EOFError, zlib.error, isal_zlib.error, zstandard.ZstdError) as exc:
-        raise CrawlError(f"cannot read WARC record {warc}: {exc}") from exc
+    except (OSError, ValueError, EOFError, zlib.error, isal_zlib.error, zstandard.ZstdError,
+            ArchiveLoadFailed, StatusAndHeadersParserException) as exc:  # not a record at that offset
+        raise CrawlError(f"cannot read WARC record {_show(warc)}: {str(exc)[:300]}") from exc
 
 
 def _warcio_response(data: bytes, max_body: int, warc: dict[str, Any]) -> StoredResponse:
@@ -213,7 +307,7 @@ def _warcio_response(data: bytes, max_body: int, warc: dict[str, Any]) -> Stored
             content_type=ctype.split(";")[0].strip().lower(), record_type=rec.rec_type,
             date=rec.rec_headers.get_header("WARC-Date") or "",
             truncated=rec.rec_headers.get_header("WARC-Truncated") or ("length" if cut else None))
-    raise CrawlError(f"no response record at {warc}; was the WARC file rewritten?")
+    raise CrawlError(f"no response record at {_show(warc)}; was the WARC file rewritten?")
 
 
 @dataclass

@@ -285,3 +285,136 @@ def test_a_forked_child_draws_other_record_ids() -> None:
     child = os.read(r, 100).decode()
     os.close(r)
     assert child.startswith("<urn:uuid:") and child != warc._record_id()
+
+
+# -- malformed pointers: refused before anything is opened or allocated ---------
+
+BAD_POINTERS = [
+    ("a string", "x.warc.gz", "not an object"),
+    ("no offset", {"file": "x.warc.gz"}, "has no offset or length"),
+    ("no file", {"offset": 0, "length": 10}, "has no file"),
+    ("NUL in the name", {"file": "x\x00y.warc.gz", "offset": 0, "length": 10}, "control characters"),
+    ("newline in the name", {"file": "x\n.warc.gz", "offset": 0, "length": 10}, "control characters"),
+    ("a list for a name", {"file": ["x"], "offset": 0, "length": 10}, "not a file name"),
+    ("empty name", {"file": "", "offset": 0, "length": 10}, "not a file name"),
+    ("outside", {"file": "../../etc/passwd", "offset": 0, "length": 10}, "outside the WARC directory"),
+    ("absolute", {"file": "/etc/passwd", "offset": 0, "length": 10}, "outside the WARC directory"),
+    ("float length", {"file": "x.warc.gz", "offset": 0, "length": 1e15}, "length 1000000000000000.0"),
+    ("bool offset", {"file": "x.warc.gz", "offset": True, "length": 10}, "offset True"),
+    ("text offset", {"file": "x.warc.gz", "offset": "12a", "length": 10}, "offset '12a'"),
+    ("null length", {"file": "x.warc.gz", "offset": 0, "length": None}, "length None"),
+    ("negative offset", {"file": "x.warc.gz", "offset": -1, "length": 10}, "negative offset"),
+    ("negative length", {"file": "x.warc.gz", "offset": 0, "length": -10}, "negative length"),
+    ("zero length", {"file": "x.warc.gz", "offset": 0, "length": 0}, "length 0"),
+]
+
+
+@pytest.mark.parametrize("ptr, words", [(p, w) for _, p, w in BAD_POINTERS], ids=[n for n, _, _ in BAD_POINTERS])
+def test_a_malformed_pointer_is_refused_with_its_fault(tmp_path: Path, ptr: object, words: str) -> None:
+    w = store.WarcWriter(tmp_path, prefix="x")
+    good = w.write(_capture("http://example.test/p", b"page"))
+    w.close()
+    (tmp_path / "x.warc.gz").write_bytes((tmp_path / good["file"]).read_bytes())  # the names above exist
+    with pytest.raises(store.BadPointer) as got:
+        store.read_response(tmp_path, ptr)
+    assert words in str(got.value)
+    assert store.read_response(tmp_path, good).body == b"page"  # the reader is still fine
+
+
+def test_a_length_past_the_end_of_the_file_is_refused_before_reading(tmp_path: Path) -> None:
+    """``read(n)`` sizes its buffer from n: a claimed 10**15 bytes used to end the reader
+    with a MemoryError, a claimed 64 MiB more cost 64 MiB. Both are held against the
+    file's size first."""
+    import tracemalloc
+
+    w = store.WarcWriter(tmp_path)
+    ptr = w.write(_capture("http://example.test/p", b"page"))
+    w.close()
+    size = (tmp_path / ptr["file"]).stat().st_size
+    for claim in ({**ptr, "length": 10**15}, {**ptr, "length": size - ptr["offset"] + (64 << 20)},
+                  {**ptr, "offset": size, "length": 1}, {**ptr, "offset": str(size + 5)}):
+        tracemalloc.start()
+        try:
+            with pytest.raises(store.BadPointer, match="past the end of"):
+                store.read_response(tmp_path, claim)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 1 << 20, (claim, peak)
+    assert store.read_response(tmp_path, {**ptr, "offset": str(ptr["offset"]), "length": str(ptr["length"])}).body == b"page"
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zstd", "none"])
+def test_a_pointer_into_the_middle_of_a_record_is_an_error_not_a_crash(tmp_path: Path, compression: str) -> None:
+    """Every span of a real file that is not a record gives CrawlError (warcio's own
+    ArchiveLoadFailed escaped for uncompressed files)."""
+    from crawl.core import CrawlError
+
+    w = store.WarcWriter(tmp_path, compression=compression)
+    ptrs = [w.write(_capture(f"http://example.test/{i}", b"x" * 3000 * i)) for i in range(3)]
+    w.close()
+    size = (tmp_path / ptrs[0]["file"]).stat().st_size
+    starts = {p["offset"] for p in ptrs}
+    rng = random.Random(5)
+    tried = 0
+    for _ in range(300):
+        off = rng.randrange(0, size)
+        if off in starts:
+            continue
+        tried += 1
+        with pytest.raises(CrawlError):
+            store.read_response(tmp_path, {"file": ptrs[0]["file"], "offset": off,
+                                           "length": rng.randrange(1, size - off + 1)})
+    assert tried > 250
+
+
+def test_a_damaged_sidecar_line_makes_the_index_rescan_that_file(tmp_path: Path) -> None:
+    w = store.WarcWriter(tmp_path)
+    for i in range(3):
+        w.write(_capture(f"http://example.test/{i}", b"page %d" % i))
+    w.close()
+    (f,) = cdxj.warc_files(tmp_path)
+    side = f.with_name(f.name + ".cdxj")
+    good = side.read_bytes()
+    for junk in (b"not a cdxj line\n", b'com,x)/ 2026 {"filename": "' + f.name.encode() + b'"}\n',
+                 b'com,x)/ 2026 {"filename": "../../etc/passwd", "offset": "0", "length": "9"}\n',
+                 b"com,x)/ 2026 [1, 2]\n"):
+        side.write_bytes(good + junk)
+        _, n = cdxj.build(tmp_path)
+        assert n == 3
+        for i in range(3):
+            (hit,) = cdxj.lookup(tmp_path, f"http://example.test/{i}")
+            assert store.read_response(tmp_path, cdxj.capture_pointer(hit)).body == b"page %d" % i
+
+
+def test_index_command_survives_damaged_sidecars_and_index_lines(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from crawl.core import CrawlDir
+
+    d = tmp_path / "d"
+    w = store.WarcWriter(CrawlDir(d).warc)
+    for i in range(2):
+        w.write(_capture(f"http://example.test/{i}", b"page %d" % i))
+    w.close()
+    (f,) = cdxj.warc_files(CrawlDir(d).warc)
+    with open(f.with_name(f.name + ".cdxj"), "ab") as side:
+        side.write(b'com,x)/ 2026 {"filename": "' + f.name.encode() + b'", "offset": "1e15"}\n')
+
+    def index(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "crawl", "index", "--dir", str(d), *args],
+                              capture_output=True, text=True, timeout=60)
+
+    built = index()
+    assert built.returncode == 0 and "2 captures indexed" in built.stderr, built.stderr
+    body = index("--url", "http://example.test/1", "--body")
+    assert body.returncode == 0 and body.stdout == "page 1"
+    # a hand-edited index line that lost its offset: one clear line, no traceback
+    idx = CrawlDir(d).warc / cdxj.INDEX_NAME
+    text = idx.read_text()
+    idx.write_text(text.replace('"offset":', '"offsets":'))
+    bad = index("--url", "http://example.test/1", "--body")
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.startswith("crawl: error: the warc pointer") and "has no offset" in bad.stderr
+    assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
