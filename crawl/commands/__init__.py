@@ -8,14 +8,12 @@ stage cannot break the others.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
-from typing import Any
+from typing import NoReturn
 
 import click
 
 from crawl import __version__
-from crawl.core import CrawlError, ExitStatus
 
 # name: (module under crawl.commands, one-line purpose)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -81,43 +79,15 @@ def cli(ctx: click.Context, traceback: bool) -> None:
     ctx.obj = {"traceback": traceback}
 
 
-def main(argv: list[str] | None = None) -> Any:
-    """Entry point: the one place where errors become messages and exit codes."""
-    try:
-        return cli.main(args=argv, prog_name="crawl", standalone_mode=False)
-    except click.exceptions.Abort:
-        sys.stderr.write("crawl: interrupted\n")
-        sys.exit(ExitStatus.INTERRUPTED)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(ExitStatus.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        sys.stderr.write("crawl: interrupted\n")
-        sys.exit(ExitStatus.INTERRUPTED)
-    except BrokenPipeError:
-        _quiet_broken_pipe()
-        sys.exit(ExitStatus.OK)
-    except CrawlError as exc:
-        if os.environ.get("CRAWL_TRACEBACK") or "--traceback" in (argv or sys.argv):
-            raise
-        sys.stderr.write(f"crawl: error: {exc}\n")
-        sys.exit(exc.exit_status)
-    except BaseExceptionGroup as group:  # a trio nursery wraps what its tasks raised
-        leaf: BaseException = group
-        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
-            leaf = leaf.exceptions[0]
-        if not isinstance(leaf, CrawlError) or os.environ.get("CRAWL_TRACEBACK"):
-            raise
-        sys.stderr.write(f"crawl: error: {leaf}\n")
-        sys.exit(leaf.exit_status)
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Entry point: the one place where errors become messages and exit codes
+    (:mod:`._boundary`)."""
+    from . import _boundary
 
+    args = list(sys.argv[1:] if argv is None else argv)
 
-def _quiet_broken_pipe() -> None:
-    """The reader went away (``| head``): exit quietly, as Unix tools do."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
+    def invoke() -> None:
+        with cli.make_context("crawl", list(args)) as ctx:
+            cli.invoke(ctx)
+
+    sys.exit(_boundary.run(invoke, args))

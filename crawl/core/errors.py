@@ -28,7 +28,7 @@ class ExitStatus(enum.IntEnum):
     ERROR = 1
     USAGE = 2
     BAD_INPUT = 3  # --strict and at least one malformed record
-    INTERRUPTED = 130
+    INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 
 
 class CrawlError(Exception):
