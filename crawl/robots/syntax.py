@@ -243,6 +243,11 @@ def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
     in_agents = False
     run: list[str] = []  # the latest run of user-agent lines
     run_closed = False  # an extension line came after that run
+    # Whether the run has had its Crawl-delay / Request-rate: the first one sets every
+    # agent of the run (first value wins), so later ones would only repeat that walk,
+    # and n agents followed by n delay lines cost n*n steps (a hostile file of 500 KiB:
+    # half a minute of one fetcher's time).
+    run_delay = run_rate = False
     for lineno, raw in enumerate(lines, 1):
         kv = key_value(raw)
         if kv is None:
@@ -255,8 +260,10 @@ def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
                 groups.append(current)
                 in_agents = True
                 run, run_closed = [], False
+                run_delay = run_rate = False
             if run_closed:
                 run, run_closed = [], False
+                run_delay = run_rate = False
             run.append(agent_token(value))
             current.agents.append(run[-1])
             current.agent_lines.append(value)
@@ -273,13 +280,15 @@ def parse_text(body: bytes | str, limit: int = MAX_BYTES) -> Parsed:
             # group (section 2.2.4); they attach to the latest user-agent run.
             run_closed = True
             if kind == "crawl-delay":
-                delay = parse_delay(value)
+                delay = None if run_delay else parse_delay(value)
                 if delay is not None:
+                    run_delay = True
                     for a in run:
                         current.delays.setdefault(a, delay)
-            else:
+            elif not run_rate:
                 rate = parse_rate(value)
                 if rate is not None:
+                    run_rate = True
                     for a in run:
                         current.rates.setdefault(a, rate)
     return Parsed(groups, sitemaps, truncated, size)

@@ -29,6 +29,7 @@ from typing import Any
 import brotli
 
 PIECE = 64 << 10
+WINDOW = 4 << 10  # compressed bytes handed to zlib per call
 MAX_CODINGS = 4  # "gzip, gzip, ..." a thousand times would be a thousand decoders
 MAX_MEMBERS = 10_000  # gzip members in one body; each one is a new decoder
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -90,28 +91,37 @@ class _Zlib:
     def feed(self, data: bytes) -> Iterator[bytes]:
         if self._start is not None:
             self._start = self._start + data if len(self._start) < PIECE else None
-        while data:
+        # zlib is handed WINDOW bytes at a time, through a view: what it copies back
+        # (unused_data after a member's end, unconsumed_tail) is at most that, where
+        # the whole rest of ``data`` per gzip member made many members quadratic.
+        view, pos = memoryview(data), 0
+        while pos < len(view):
             if self._done:
-                self.trailing += len(data)
+                self.trailing += len(view) - pos
                 return
             if self._d is None:  # gzip, between two members
-                data = self._between + data
-                self._between = b""
-                if len(data) < 2:
-                    self._between = data
+                magic = self._between + bytes(view[pos:pos + 2 - len(self._between)])
+                if len(magic) < 2:
+                    self._between = magic
                     return
-                if data[:2] != _GZIP_MAGIC:
+                if magic != _GZIP_MAGIC:
+                    self.trailing += len(self._between)
+                    self._between = b""
                     self._done = True
                     continue
                 self._d = self._new()
+                if self._between:  # the first magic byte, from the previous piece
+                    self._d.decompress(self._between)
+                    self._between = b""
+            window = view[pos:pos + WINDOW]
             try:
-                out = self._d.decompress(data, PIECE)
+                out = self._d.decompress(window, PIECE)
             except zlib.error as exc:
                 if self.kind == "deflate" and not self._produced and self._start is not None:
                     # RFC 9110 8.4.1.2 says zlib-wrapped; some servers send raw deflate
                     self.kind, self.members = "raw-deflate", 0
                     self._d = self._new()
-                    data, self._start = self._start, None
+                    view, pos, self._start = memoryview(self._start), 0, None
                     continue
                 raise CorruptStream(f"{self.kind} stream is corrupt: {exc}") from None
             if out:
@@ -121,16 +131,16 @@ class _Zlib:
             if self._d.eof:
                 # after the end, zlib keeps the rest in unused_data (and, with a
                 # max_length, a stale copy in unconsumed_tail: never read it then)
-                data = self._d.unused_data
+                pos += len(window) - len(self._d.unused_data)
                 if self.kind == "gzip":
                     self._d = None
                 else:
                     self._done = True
                 continue
-            tail = self._d.unconsumed_tail
-            if not out and len(tail) >= len(data):
+            left = len(self._d.unconsumed_tail)
+            if not out and left >= len(window):
                 raise CorruptStream(f"{self.kind} decoder made no progress")
-            data = tail
+            pos += len(window) - left
 
     def finish(self) -> None:
         self.trailing += len(self._between)
@@ -154,13 +164,15 @@ class _Brotli:
             return
         try:
             out = self._d.process(data, output_buffer_limit=PIECE)
-            if out:
+            # A full output buffer leaves the rest of this input's output inside the
+            # decoder, and can_accept_more_data() does not always say so (brotli 1.2:
+            # a 2 MB page came out as its first 98 KB, and a bomb was counted as
+            # that much): ask again until nothing more comes out.
+            while out:
                 yield out
-            while not self._d.can_accept_more_data():
+                if self._d.is_finished():
+                    return
                 out = self._d.process(b"", output_buffer_limit=PIECE)
-                if not out:
-                    break
-                yield out
         except brotli.error as exc:
             raise CorruptStream(f"br stream is corrupt: {exc}") from None
 
