@@ -61,7 +61,9 @@ def _help_body(cmd: click.Command) -> str:
 
 def _options(ctx: click.Context, cmd: click.Command) -> str:
     rows = []
-    for param in cmd.get_params(ctx):
+    # cmd.params, not get_params(): click builds a command's help option once, from the first
+    # context that asks, so a test that rendered help under another context would change the page
+    for param in cmd.params:
         if isinstance(param, click.Argument):
             continue
         rec = param.get_help_record(ctx)
@@ -69,6 +71,8 @@ def _options(ctx: click.Context, cmd: click.Command) -> str:
             continue
         name, help_text = rec
         rows.append(f".TP\n.B {_esc(name)}\n{_esc(help_text)}")
+    if cmd.add_help_option and ctx.help_option_names:
+        rows.append(f".TP\n.B {_esc(', '.join(ctx.help_option_names))}\nShow this message and exit.")
     return "\n".join(rows)
 
 
