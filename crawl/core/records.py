@@ -158,7 +158,8 @@ def decode(line: bytes, accept: frozenset[str] | None, lineno: int = 0) -> Recor
     try:
         obj = orjson.loads(stripped)
     except orjson.JSONDecodeError as exc:
-        raise BadRecord(lineno, f"invalid JSON: {exc}") from None
+        # orjson's own text says "line 1": of this one line, which read as the input's line 1
+        raise BadRecord(lineno, f"invalid JSON: {exc.msg} (at character {exc.pos + 1})") from None
     return check(obj, accept, lineno)
 
 

@@ -15,6 +15,7 @@ output durably, and only then ``ack``s the batch. So:
 
 from __future__ import annotations
 
+import heapq
 import os
 import socket
 import struct
@@ -134,6 +135,24 @@ class Spool:
             for key, data in mine:
                 txn.delete(key, db=self._claimed)
                 txn.put(key, data, db=self._q)
+
+    def peek(self, limit: int = 0, *, claimed: bool = False) -> Iterator[bytes]:
+        """Encoded records in queue order, from one read snapshot (0: all).
+
+        Nothing is claimed or moved: a reader that only looks must not take
+        records away from the consumer they are meant for. ``claimed`` also
+        yields records claimed but not yet acknowledged, in their place.
+        """
+        with self.env.begin() as txn:
+            queued = ((bytes(k), bytes(v)) for k, v in txn.cursor(db=self._q))
+            parts = [queued]
+            if claimed:
+                parts.append((bytes(k), bytes(v[_CLAIM.size:]).partition(b"\0")[2])
+                             for k, v in txn.cursor(db=self._claimed))
+            for n, (_, data) in enumerate(heapq.merge(*parts), 1):
+                yield data
+                if n == limit:
+                    return
 
     def counts(self) -> dict[str, int]:
         with self.env.begin() as txn:
