@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from crawl.core import UsageError
+
 from . import hostqueue as hq
 from .politeness import MAX_PRIORITY
 
@@ -91,13 +93,41 @@ def stats(fr: Frontier, now: float) -> dict[str, Any]:
     return out
 
 
+def host_keys(txn: Any, hostid_db: Any, host: str) -> list[str]:
+    """The frontier's host keys (``host[:port]``) that ``--host`` names.
+
+    The key carries a port other than the scheme's default, so ``h.test``
+    alone finds ``h.test:8080`` when that is the only one; the exact key
+    wins when there is one.
+    """
+    name = host.strip().lower()
+    if txn.get(name.encode(), db=hostid_db) is not None:
+        return [name]
+    if ":" in name.rsplit("]", 1)[-1]:
+        return []  # a port was given and does not match
+    prefix = (name + ":").encode()
+    out = []
+    cur = txn.cursor(db=hostid_db)
+    if cur.set_range(prefix):
+        for key in cur.iternext(values=False):
+            if not key.startswith(prefix):
+                break
+            out.append(bytes(key).decode())
+    return out
+
+
 def dump(fr: Frontier, host: str, now: float, limit: int = 1000) -> dict[str, Any]:
     """One host's state, its ready queue (in lease order), its delayed URLs and its lease."""
     from .leases import fingerprint, lease_name
 
     db = fr.db
     with fr.env.begin() as txn:
-        v = txn.get(host.lower().encode(), db=db["hostid"])
+        names = host_keys(txn, db["hostid"], host)
+        if len(names) > 1:
+            raise UsageError(f"--host {host} names {len(names)} hosts in the frontier "
+                             f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): "
+                             "give one with its port")
+        v = txn.get(names[0].encode(), db=db["hostid"]) if names else None
         if v is None:
             return {"host": host, "known": False}
         hid = int.from_bytes(v, "big")
@@ -113,6 +143,8 @@ def dump(fr: Frontier, host: str, now: float, limit: int = 1000) -> dict[str, An
                     break
                 _, prio, _ = hq.unpack_queue_key(key)
                 for item in hq.block_entries(value):
+                    if len(queue) >= limit:  # a block holds many entries: stop inside it too
+                        break
                     e = hq.decode_entry(item, h.name)
                     queue.append({"url": e.url, "priority": prio, "attempts": e.attempts,
                                   "failures": e.fails})
