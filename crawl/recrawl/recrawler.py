@@ -358,14 +358,18 @@ class Recrawler:
                 n += 1
         return n
 
-    def due(self, now: float, limit: int) -> list[Record]:
+    def due(self, now: float, limit: int, *, dry_run: bool = False) -> list[Record]:
         """Up to ``limit`` URL records due at ``now``: pings, then hints, then
         the model's most overdue. Each is rescheduled ``reemit`` seconds
-        ahead, so a fetch that never reports back is asked for again."""
+        ahead, so a fetch that never reports back is asked for again.
+
+        ``dry_run`` only looks (one read snapshot, no replanning): a ping
+        shown is still there for the run that acts on it."""
         out: list[Record] = []
         now_ms = math.floor(now * 1000)
-        self.replan(now)
-        with self.env.begin(write=True) as txn:
+        if not dry_run:
+            self.replan(now)
+        with self.env.begin(write=not dry_run) as txn:
             picked: list[bytes] = []
             cur = txn.cursor(db=self.dueq)
             for cls in (PING, HINT, MODEL):
@@ -379,7 +383,8 @@ class Recrawler:
                 key = k[9:]
                 raw = txn.get(key, db=self.pages)
                 if raw is None:
-                    txn.delete(k, db=self.dueq)
+                    if not dry_run:
+                        txn.delete(k, db=self.dueq)
                     continue
                 page = orjson.loads(raw)
                 cls = k[0]
@@ -392,8 +397,9 @@ class Recrawler:
                     rec["rate"] = page["rate"]
                     rec["importance"] = page["imp"]
                 out.append(rec)
-                self._reslot(txn, key, page, MODEL, now + self.cfg.reemit)
-                txn.put(key, orjson.dumps(page), db=self.pages)
+                if not dry_run:
+                    self._reslot(txn, key, page, MODEL, now + self.cfg.reemit)
+                    txn.put(key, orjson.dumps(page), db=self.pages)
         return out
 
     def backlog(self, now: float) -> int:
@@ -411,17 +417,19 @@ class Recrawler:
                     n += 1
         return n
 
-    def allowance(self, now: float, per_second: float, burst: float = 60.0) -> int:
+    def allowance(self, now: float, per_second: float, burst: float = 60.0, *, spend: bool = True) -> int:
         """How many URLs a budget of ``per_second`` allows now (a token bucket
-        refilled since the last call, holding at most ``burst`` seconds)."""
-        with self.env.begin(write=True) as txn:
+        refilled since the last call, holding at most ``burst`` seconds).
+        ``spend=False`` asks without taking them (a dry run)."""
+        with self.env.begin(write=spend) as txn:
             last = txn.get(b"last_emit", db=self.meta)
             tokens = self._meta_float(txn, b"tokens")
             elapsed = burst if last is None else max(0.0, now - float(last))
             tokens = min(tokens + elapsed * per_second, max(burst * per_second, 1.0))
             n = math.floor(tokens)
-            txn.put(b"last_emit", repr(now).encode(), db=self.meta)
-            txn.put(b"tokens", repr(tokens - n).encode(), db=self.meta)
+            if spend:
+                txn.put(b"last_emit", repr(now).encode(), db=self.meta)
+                txn.put(b"tokens", repr(tokens - n).encode(), db=self.meta)
         return n
 
     def get(self, url: str) -> dict[str, Any] | None:
