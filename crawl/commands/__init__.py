@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "Run the whole crawl loop with progress, budgets and resume."),
     "stats": ("stats", "Show what a crawl directory holds and how the crawl is going."),
     "report": ("report", "Audit a crawl: broken links and their referrers, redirects, duplicates."),
+    "why": ("why", "Explain why a URL is or is not fetched, or why a host waits."),
     "index": ("index", "Build or query the CDXJ index of the WARC files."),
     "spool": ("spool", "Inspect and feed durable spools (LMDB queues between stages)."),
     "testweb": ("testweb", "Serve the bundled synthetic web on loopback and audit politeness."),

@@ -16,7 +16,11 @@ from ._common import dir_option
 @dir_option()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--outcomes", is_flag=True, help="Also count fetch outcomes from the crawl log (reads the whole log).")
-def command(crawl_dir, as_json: bool, outcomes: bool) -> None:
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "openmetrics"]), default="table",
+              show_default=True,
+              help="openmetrics: per-crawl and per-host gauges in the Prometheus text format, for "
+                   "node_exporter's textfile collector (README, Monitoring); json is --json.")
+def command(crawl_dir, as_json: bool, outcomes: bool, fmt: str) -> None:
     """Show what a crawl directory holds and how its crawl is going.
 
     Frontier (queued, hosts ready, in flight, parked, backlog, idle
@@ -27,9 +31,16 @@ def command(crawl_dir, as_json: bool, outcomes: bool) -> None:
     \b
         crawl stats --dir D
         crawl stats --dir D --json | jq .frontier.backlog
+        crawl stats --dir D --format openmetrics > crawl.prom.tmp && mv crawl.prom.tmp crawl.prom
     """
     if not crawl_dir.exists():
         raise click.UsageError(f"no crawl directory at {crawl_dir}")
+    if fmt == "openmetrics":
+        from crawl.report import openmetrics
+
+        click.echo(openmetrics(crawl_dir, time.time()), nl=False)
+        return
+    as_json = as_json or fmt == "json"
     st = gather(crawl_dir, time.time())
     if outcomes:
         st["outcomes"] = outcome_counts(crawl_dir)

@@ -7,10 +7,15 @@ one host at a time, its delay and the per-IP cap respected,
 (``complete``, :mod:`.complete`), which set the host's next-allowed time
 (DESIGN invariant 1). Every change is one LMDB transaction (:mod:`.tx`) in
 :mod:`.db`; :mod:`.report` reads it for ``stats`` and ``dump``;
-:mod:`.recrawl` re-admits what the recrawl model says is due.
+:mod:`.recrawl` re-admits what the recrawl model says is due. :mod:`.delays`
+notes why a host waits (Retry-After, backoff, parked) and :mod:`.lookup`
+reads one URL's or host's state without writing, for ``crawl why``.
 """
 
 from .db import Frontier as Frontier
+from .delays import release_cause as release_cause
+from .delays import replay_delay as replay_delay
+from .lookup import FrontierView as FrontierView
 from .politeness import DEFAULT as DEFAULT
 from .politeness import Politeness as Politeness
 from .politeness import parse_retry_after as parse_retry_after

@@ -32,6 +32,7 @@ import xxhash
 
 from crawl.core import Record, records
 
+from . import delays
 from . import hostqueue as hq
 from .leases import TRANSIENT, outcome_code, parse_lease
 from .politeness import backoff_delay, parse_retry_after, release_delay
@@ -101,6 +102,7 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
         return _event(t, rec, "frontier.bad-record",
                       error=f"url does not match lease {rec['lease']} (leased {leased!r})")
     h = t.host(hid)
+    backing_off = h.backoff > 0  # then a cause is noted in delays (crawl/frontier/delays.py)
     attempts, fails = raw[_at + 1], raw[_at + 2]
     t.drop_deadline(hq.time_key(hq.ms_up(deadline), lease_id))
     cfg, now = t.cfg, t.now
@@ -158,6 +160,10 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
         t.release_ip(old_ip)
     if type(new_ip) is str and new_ip and len(new_ip) <= 64:
         h.ip = new_ip
+    if disposition != "done" and disposition != "deferred":
+        delays.note(t, hid, h, disposition, status, outcome, ra, floor, parked)
+    elif backing_off:
+        delays.clear(t, hid)
     if disposition in _BACK:
         entry = raw[_at:]
         t.back_to_queue(hq.Lease(hid, prio, seq, deadline, leased_at, fp, entry), h,

@@ -19,6 +19,9 @@ One LMDB environment (``CrawlDir.frontier``) holds named databases:
               ready but whose IP is at its cap.
 ``meta``      counters, the cycle number, idle-time accounting, the layout
               version (crawl/frontier/hostqueue.py ``LAYOUT``).
+``delays``    hosts backing off: host id -> why their next-allowed time is what it
+              is (Retry-After, backoff, robots wait, parked; crawl/frontier/delays.py).
+              Added without a layout change: an older frontier gets it empty.
 
 Where the time goes: a batch touches neighbouring B-tree pages, not one
 random page per URL. A random page costs ~3 us to copy on first write and
@@ -52,6 +55,7 @@ from typing import Any
 
 from crawl.core import MapTrimmer, Record, StateError, close_env, open_env
 
+from . import delays
 from . import hostqueue as hq
 from .complete import complete_one
 from .leases import fingerprint, lease_name
@@ -69,7 +73,8 @@ ADD_CHUNK = 10_000  # records per add transaction: bounds its dirty (anonymous) 
 TRIM_EVERY = 100
 HID_CACHE = 1 << 17  # host ids this process remembers (~15 MB at most)
 
-_DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait")
+_DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait",
+        delays.TABLE)
 
 
 class Frontier:

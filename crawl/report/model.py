@@ -1,7 +1,9 @@
 """What a site audit needs, gathered from a crawl directory alone, in bounded memory.
 
 Read-only: the crawl log (every fetch and duplicate event), the link graph
-(each parsed page's out-links) and the frontier's counters. Nothing is
+(each parsed page's out-links), the frontier's counters and host states and
+the robots cache (each host's robots.txt and current delay, through
+:func:`crawl.report.why.host_politeness`). Nothing is
 re-parsed and nothing is locked, so a report runs beside a live crawl or on
 a copy of its directory.
 
@@ -28,6 +30,8 @@ from crawl.canon import CanonError, canonicalize
 from crawl.core import CrawlDir
 from crawl.parse import LinkGraph
 from crawl.run import read_log
+
+from .why import host_politeness
 
 BROKEN_OUTCOMES = frozenset({"dns-error", "timeout", "connect-error", "protocol-error"})
 TOP_N = 100  # rows of the "slow" and "large" sections
@@ -233,7 +237,7 @@ def gather(root: str | Path, top: int = TOP_N) -> Report:
             for src, edges, cut in g.pages():
                 graph.add(src, edges, cut)
     sections: dict[str, Section] = {}
-    for s in (_hosts(log, graph), _broken(latest, graph), _redirects(latest), _duplicates(log),
+    for s in (_hosts(log, graph, host_politeness(cd.root)), _broken(latest, graph), _redirects(latest), _duplicates(log),
               _canonicals(latest, graph, log), _robots(latest), _traps(graph),
               _slow(latest, top), _large(latest, top), _non_html(latest), _depth(latest),
               _orphans(graph)):
@@ -282,7 +286,7 @@ def _overview_section(o: dict[str, Any]) -> Section:
     return Section("overview", "Overview", ["figure", "value"], rows)
 
 
-def _hosts(log: _Log, graph: _Graph) -> Section:
+def _hosts(log: _Log, graph: _Graph, politeness: dict[str, dict[str, Any]]) -> Section:
     per: dict[str, dict[str, Any]] = {}
     lat: dict[str, list[float]] = defaultdict(list)
     traps: Counter[str] = Counter()
@@ -317,9 +321,12 @@ def _hosts(log: _Log, graph: _Graph) -> Section:
             "p95_s": round(_percentile(ls, 0.95) or 0, 4) if ls else None,
             "duplicates": dup_hosts.get(host, 0), "trap_flags": traps.get(host, 0),
         })
+        p = politeness.get(host, {})
+        row.update({"robots": p.get("robots", ""), "delay_s": p.get("delay_s"),
+                    "delay_reason": p.get("delay_reason", "")})
         rows.append(row)
-    cols = ["host", "urls", "2xx", "3xx", "4xx", "5xx", "other", "robots_blocked", "error_rate",
-            "pages_per_s", "mean_s", "p95_s", "bytes", "duplicates", "trap_flags"]
+    cols = ["host", "urls", "2xx", "3xx", "4xx", "5xx", "other", "robots_blocked", "robots", "delay_s",
+            "delay_reason", "error_rate", "pages_per_s", "mean_s", "p95_s", "bytes", "duplicates", "trap_flags"]
     return Section("hosts", "Hosts", cols, rows)
 
 

@@ -5,7 +5,8 @@
 functions; :mod:`.loop` is the async side (tasks, signals, the parse
 processes); :mod:`.crawllog` writes the crawl log; :mod:`.display` draws
 the live table and the summary; :mod:`.stats` gathers what a crawl
-directory holds for ``crawl stats``.
+directory holds for ``crawl stats``; :mod:`.options` keeps the settings a
+run decided with (scope, politeness), so ``crawl why`` can name its rules.
 """
 
 from .crawl import Budgets as Budgets
@@ -15,7 +16,11 @@ from .crawllog import CrawlLog as CrawlLog
 from .crawllog import read_log as read_log
 from .display import make_display as make_display
 from .display import summary as summary
+from .logscan import grep_log as grep_log
+from .logscan import tail_log as tail_log
 from .loop import run_crawl as run_crawl
+from .options import Recorded as Recorded
+from .options import recorded_run as recorded_run
 from .scope import MODES as MODES
 from .scope import Scope as Scope
 from .stats import gather as gather

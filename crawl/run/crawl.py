@@ -47,6 +47,7 @@ from crawl.seen import SeenSet, canonical
 from crawl.store import read_response
 
 from .crawllog import CrawlLog, event_of
+from .options import describe
 from .scope import Scope
 from .stats import RUN_STATUS
 
@@ -392,6 +393,7 @@ class Crawl:
             time_left=None if left is None else round(left, 1),
             pages_left=(self.opts.budgets.max_pages - p.pages) if self.opts.budgets.max_pages else None,
             stopping=self.stopping or None, counts=dict(sorted(p.counts.items())),
+            options=describe(self.opts),  # what crawl why names its rules from
         )
 
     def write_status(self, st: Record) -> None:

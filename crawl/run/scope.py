@@ -64,3 +64,41 @@ class Scope:
         if self._allow and not any(rx.search(url) for rx in self._allow):
             return "not-allowed"
         return None
+
+    def explain(self, url: str, depth: int = 0) -> dict[str, object]:
+        """:meth:`reason_out`'s verdict and the rule behind it, for ``crawl why``.
+
+        The verdict is ``reason_out``'s own (so the two cannot disagree);
+        ``rule`` names what decided: the depth limit, the host or domain
+        test with the seeds' hosts, the deny pattern that matched, or the
+        allow patterns none of which did.
+        """
+        reason = self.reason_out(url, depth)
+        out: dict[str, object] = {"in_scope": reason is None, "reason": reason, "mode": self.mode,
+                                  "depth": depth, "max_depth": self.max_depth}
+        try:
+            host = host_of(url)
+        except (CanonError, ValueError):
+            host = ""
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        if reason == "max-depth":
+            rule = f"depth {depth} is beyond --max-depth {self.max_depth}"
+        elif reason == "invalid-host":
+            rule = "the URL has no host a scope can be judged by"
+        elif reason == "off-host":
+            rule = f"--scope host: {host} is not one of the {len(self.hosts)} seed host(s)"
+        elif reason == "off-domain":
+            rule = (f"--scope domain: {registered_domain(name)} is not one of the "
+                    f"{len(self.domains)} seed domain(s)")
+        elif reason == "denied":
+            rule = "--deny " + next(rx.pattern for rx in self._deny if rx.search(url))
+        elif reason == "not-allowed":
+            rule = "no --allow pattern matches (" + ", ".join(rx.pattern for rx in self._allow) + ")"
+        else:
+            rule = {"host": f"--scope host: {host} is a seed host",
+                    "domain": f"--scope domain: {registered_domain(name) if name else '?'} is a seed domain",
+                    "any": "--scope any"}[self.mode]
+            if self._allow:
+                rule += "; --allow " + next(rx.pattern for rx in self._allow if rx.search(url))
+        out["rule"] = rule
+        return out
