@@ -8,8 +8,11 @@ that is from a pipe or a spool anybody can write to, so
 :func:`check_pointer` (which :func:`read_response` calls first) refuses a
 malformed one with :class:`BadPointer` before any file is opened or any
 buffer sized from it. :func:`scan` walks a file member by member (every
-gzip member or zstd frame must be complete, trailer included) and reports
-where a torn last record starts, which is how a crash is detected.
+gzip member or zstd frame must be complete, trailer included; an
+uncompressed record as long as its Content-Length) and reports where a
+torn last record starts, which is how a crash is detected. A file can come
+from anywhere, so both read a record decompressed in bounded steps and
+refuse one over :data:`MAX_RECORD` bytes.
 """
 
 from __future__ import annotations
@@ -84,10 +87,37 @@ def _read_slice(path: Path, offset: int, length: int) -> bytes:
         fh.seek(offset)
         data = fh.read(length)
     if path.name.endswith(".zst"):
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        return _inflate(zstandard.ZstdDecompressor().decompressobj(), data, offset)
     if path.name.endswith(".gz"):
-        return isal_zlib.decompress(data, 31)  # one gzip member (ISA-L: ~2x zlib)
+        return _inflate(isal_zlib.decompressobj(31), data, offset)  # one gzip member (ISA-L: ~2x zlib)
     return data
+
+
+# A record is read whole into memory; past this size once decompressed it is
+# refused (a copied-in file can hold a member of 64 KiB that inflates to 2 GiB).
+# Far above what a fetch stores (--max-body, 5 MB by default, plus headers).
+MAX_RECORD = 256 << 20
+_WINDOW = 1 << 10  # compressed bytes per call: zstd can inflate 1 KiB to 32 MiB, no more
+
+
+def _inflate(d: Any, data: bytes, offset: int) -> bytes:
+    """One gzip member or zstd frame of ``data``, decompressed, at most MAX_RECORD bytes.
+
+    Fed in small windows so that no single call makes more than a bounded
+    amount; raises ValueError past the cap, or when the member does not end
+    (a torn record). Bytes after its end are not read.
+    """
+    view, parts, size = memoryview(data), [], 0
+    for pos in range(0, len(view), _WINDOW):
+        parts.append(d.decompress(view[pos:pos + _WINDOW]))
+        size += len(parts[-1])
+        if size > MAX_RECORD:
+            raise ValueError(f"the record at offset {offset} is over {MAX_RECORD} bytes decompressed "
+                             "(a compression bomb?); not read")
+        if d.eof:
+            return b"".join(parts)
+    raise ValueError(f"the record at offset {offset} is cut short: its gzip member or zstd frame "
+                     "does not end within the pointer's length")
 
 
 def _head(block: bytes, start: int) -> tuple[list[bytes], int] | None:
@@ -291,6 +321,11 @@ def read_response(warc_dir: Path | None, warc: Any, *, max_body: int = 64 << 20)
     except (OSError, ValueError, EOFError, zlib.error, isal_zlib.error, zstandard.ZstdError,
             ArchiveLoadFailed, StatusAndHeadersParserException) as exc:  # not a record at that offset
         raise CrawlError(f"cannot read WARC record {_show(warc)}: {str(exc)[:300]}") from exc
+    except (AttributeError, IndexError, KeyError, TypeError) as exc:
+        # warcio's own failures on records it cannot make sense of (a response
+        # record without WARC-Target-URI: AttributeError on None.startswith)
+        raise CrawlError(f"cannot read WARC record {_show(warc)}: warcio failed on it "
+                         f"({type(exc).__name__}: {str(exc)[:200]})") from exc
 
 
 def _warcio_response(data: bytes, max_body: int, warc: dict[str, Any]) -> StoredResponse:
@@ -334,25 +369,32 @@ def _iter_members(path: Path, compression: str) -> Iterator[tuple[int, int, byte
     """
     with open(path, "rb") as fh:
         off = 0
-        pending = b""
+        buf, pos = memoryview(b""), 0  # what was read and not yet handed to a decompressor
         while True:
             d = _decompressor(compression)
             parts: list[bytes] = []
-            used = 0
+            used = size = 0
             while not d.eof:
-                chunk = pending or fh.read(1 << 20)
-                pending = b""
-                if not chunk:
-                    if used or parts:
-                        raise EOFError(f"torn record at offset {off}")
-                    return
-                parts.append(d.decompress(chunk))
-                used += len(chunk)
-            rest = d.unused_data
-            length = used - len(rest)
-            yield off, length, b"".join(parts)
-            off += length
-            pending = rest
+                if pos == len(buf):
+                    buf, pos = memoryview(fh.read(1 << 20)), 0
+                    if not buf:
+                        if used or parts:
+                            raise EOFError(f"torn record at offset {off}")
+                        return
+                # a window at a time: a member's unused_data is a copy of at most a
+                # window (it was the rest of the 1 MiB buffer, per member), and no
+                # call inflates without bound
+                window = buf[pos:pos + _WINDOW]
+                parts.append(d.decompress(window))
+                size += len(parts[-1])
+                if size > MAX_RECORD:
+                    raise ValueError(f"the record at offset {off} is over {MAX_RECORD} bytes "
+                                     "decompressed (a compression bomb?); not read")
+                taken = len(window) - len(d.unused_data) if d.eof else len(window)
+                used += taken
+                pos += taken
+            yield off, used, b"".join(parts)
+            off += used
 
 
 def _drain(rec: Any) -> None:
@@ -375,6 +417,12 @@ def iter_records(path: Path) -> Iterator[tuple[int, int, Any]]:
         it = ArchiveIterator(fh)
         for rec in it:
             _drain(rec)
+            # No member trailer to tell a whole record here: warcio reads a record cut
+            # anywhere as a shorter one, so its block must be as long as it says
+            declared = rec.rec_headers.get_header("Content-Length") or ""
+            if not declared.isdigit() or getattr(rec.raw_stream, "limit", 0) > 0:
+                raise EOFError(f"torn record at offset {it.get_record_offset()}: shorter than its "
+                               "Content-Length, or without one")
             yield it.get_record_offset(), it.get_record_length() or 0, rec
 
 
@@ -390,6 +438,14 @@ def scan(path: Path) -> ScanResult:
         res.torn_at = last_end
         res.error = f"{type(exc).__name__}: {exc}"
         return res
-    if last_end < path.stat().st_size:
+    size = path.stat().st_size
+    if last_end < size and not path.name.endswith((".gz", ".zst")):
+        # warcio's length of an uncompressed record leaves out the blank lines that
+        # end it (WARC 1.1 section 5: CRLF CRLF); they are part of the record
+        with open(path, "rb") as fh:
+            fh.seek(last_end)
+            if fh.read(4) == b"\r\n\r\n":
+                last_end += 4
+    if last_end < size:
         res.torn_at, res.error = last_end, "trailing bytes after the last complete record"
     return res

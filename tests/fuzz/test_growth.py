@@ -294,8 +294,7 @@ def test_content_decoders_grow_linearly(shape: Shape) -> None:
 
 # ---------------------------------------------------------------- WARC reader
 
-def _warc_record(i: int, kind: str = "resource") -> bytes:
-    block = b"x"
+def _warc_record(i: int, kind: str = "resource", block: bytes = b"x") -> bytes:
     return (b"WARC/1.1\r\nWARC-Type: %s\r\nWARC-Record-ID: <urn:uuid:%d>\r\n"
             b"WARC-Target-URI: http://a.test/%d\r\nContent-Length: %d\r\n\r\n%s\r\n\r\n"
             % (kind.encode(), i, i, len(block), block))
@@ -340,6 +339,9 @@ def _warc_shapes(folder: Path) -> list[Shape]:
         Shape("tiny-records", lambda n: plain.make(b"".join(_warc_record(i) for i in range(n))), plain.run, 100, inc),
         Shape("tiny-records-gzip", lambda n: gz.make(b"".join(gzip.compress(_warc_record(i), mtime=0)
                                                                 for i in range(n))), gz.run, 100, inc),
+        Shape("random-records-gzip", lambda n: gz.make(b"".join(
+            gzip.compress(_warc_record(i, block=random.Random(i).randbytes(4000)), mtime=0) for i in range(n))),
+            gz.run, 80, inc),
         Shape("tiny-records-zstd", lambda n: zst.make(b"".join(zc.compress(_warc_record(i)) for i in range(n))),
               zst.run, 100, inc),
         Shape("many-http-headers", lambda n: reader.make(_response_record(n, 1)), reader.run, 500, inc),
@@ -347,7 +349,7 @@ def _warc_shapes(folder: Path) -> list[Shape]:
     ]
 
 
-_WARC_NAMES = ["tiny-records", "tiny-records-gzip", "tiny-records-zstd", "many-http-headers", "many-chunks"]
+_WARC_NAMES = ["tiny-records", "tiny-records-gzip", "random-records-gzip", "tiny-records-zstd", "many-http-headers", "many-chunks"]
 
 
 @pytest.mark.parametrize("name", _WARC_NAMES)
