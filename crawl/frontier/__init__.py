@@ -7,9 +7,11 @@ one host at a time, its delay and the per-IP cap respected,
 (``complete``, :mod:`.complete`), which set the host's next-allowed time
 (DESIGN invariant 1). Every change is one LMDB transaction (:mod:`.tx`) in
 :mod:`.db`; :mod:`.report` reads it for ``stats`` and ``dump``;
-:mod:`.recrawl` re-admits what the recrawl model says is due. :mod:`.delays`
-notes why a host waits (Retry-After, backoff, parked) and :mod:`.lookup`
-reads one URL's or host's state without writing, for ``crawl why``.
+:mod:`.recrawl` re-admits what the recrawl model says is due;
+:mod:`.robotswait` keeps the hosts whose robots.txt cannot be read waiting,
+their URLs queued, and says so. :mod:`.delays` notes why a host waits
+(Retry-After, backoff, parked) and :mod:`.lookup` reads one URL's or
+host's state without writing, for ``crawl why``.
 """
 
 from .db import Frontier as Frontier
@@ -21,3 +23,6 @@ from .politeness import Politeness as Politeness
 from .politeness import parse_retry_after as parse_retry_after
 from .recrawl import enqueue_due as enqueue_due
 from .recrawl import readd as readd
+from .robotswait import describe_wait as describe_wait
+from .robotswait import plural as plural
+from .robotswait import wait_notice as wait_notice

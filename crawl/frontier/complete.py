@@ -19,6 +19,14 @@ Dispositions:
 ``deferred``  the fetcher spent the lease on a prerequisite (robots.txt): the
               URL goes back to the head of its queue with no failure
               counted; the host is released with the normal delay.
+``robots-wait`` robots.txt could not be read (5xx, timeout): nothing may be
+              fetched from the host, but nothing is lost either. The URL
+              goes back to the head of its queue (the host's other URLs
+              never left it), neither an attempt nor a failure counted, and
+              the host is released when the fetcher checks robots.txt again
+              (its ``retry_after``: the answer's Retry-After, or a backoff).
+              The wait is kept in the ``robots`` table until a result gets
+              past robots.txt (crawl/frontier/robotswait.py).
 ``dropped``   the URL failed ``max_retries`` times: recorded, not retried in
               this cycle.
 A host with ``park_after`` consecutive failures is parked for ``park_seconds``.
@@ -32,16 +40,16 @@ import xxhash
 
 from crawl.core import Record, records
 
-from . import delays
+from . import delays, robotswait
 from . import hostqueue as hq
 from .leases import TRANSIENT, outcome_code, parse_lease
-from .politeness import backoff_delay, parse_retry_after, release_delay
+from .politeness import DAY, backoff_delay, parse_retry_after, release_delay
 
 if TYPE_CHECKING:
     from .tx import Tx
 
 _RATE_LIMIT = frozenset({429, 503})
-_BACK = frozenset({"backoff", "retry", "deferred"})  # dispositions that put the URL back in its queue
+_BACK = frozenset({"backoff", "retry", "deferred", "robots-wait"})  # dispositions that put the URL back
 _OUTCOMES = frozenset(records.OUTCOMES)
 
 
@@ -117,6 +125,7 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
     new_ip = get("ip")
     ra = get("retry_after")
     parked = False
+    counted = attempts
 
     # A backoff never undercuts the host's normal delay (Crawl-delay included):
     # Retry-After: 0 or a tiny --backoff-base must not make us less polite.
@@ -130,6 +139,20 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
             t.put_ip(old_ip, inflight, max(slow, now + delay))
         disposition = "backoff"
         t.count("backoffs")
+    elif outcome == "robots-unreachable":
+        # Not the URL's failure nor the pages': no failure count, no parking, and
+        # other hosts on the address carry on. The fetcher's retry_after is when
+        # it checks robots.txt again, so it is kept exactly (not cut to
+        # --backoff-cap: leasing sooner would only find the same verdict, and
+        # keep the crawl from ever being idle); without one (a record not from
+        # our fetcher) the host's own backoff says when.
+        h.backoff += 1
+        wait = parse_retry_after(ra, now) if ra is not None else None
+        delay = min(wait, DAY) if wait is not None else backoff_delay(cfg, h.backoff)
+        h.next_allowed = now + max(floor, delay)
+        counted = attempts - 1 if attempts else 0  # a lease spent waiting is not an attempt
+        disposition = "robots-wait"
+        t.count("robots_waits")
     elif outcome in TRANSIENT or (outcome == "http-error" and isinstance(status, int) and status >= 500):
         h.backoff += 1
         h.failures += 1
@@ -167,7 +190,7 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
     if disposition in _BACK:
         entry = raw[_at:]
         t.back_to_queue(hq.Lease(hid, prio, seq, deadline, leased_at, fp, entry), h,
-                        hq.with_counts(entry, attempts, fails))
+                        hq.with_counts(entry, counted, fails))
     else:
         t.set_known(hid, fp, hq.DONE if disposition == "done" else hq.DROPPED, outcome_code(outcome))
         t.reschedule(hid, h)
@@ -177,4 +200,8 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
                      "attempt": attempts}
     if parked:
         event["parked_until"] = h.parked_until
+    if outcome == "robots-unreachable" or t.robots_any is not False:
+        said = robotswait.note(t, hid, h, rec, outcome)
+        if said:
+            event.update(said)
     return event

@@ -19,9 +19,12 @@ One LMDB environment (``CrawlDir.frontier``) holds named databases:
               ready but whose IP is at its cap.
 ``meta``      counters, the cycle number, idle-time accounting, the layout
               version (crawl/frontier/hostqueue.py ``LAYOUT``).
+``robots``    hosts waiting on an unreachable robots.txt: host id -> since,
+              next check, last status and error (crawl/frontier/robotswait.py).
+              Added without a layout change: an older frontier gets it empty.
 ``delays``    hosts backing off: host id -> why their next-allowed time is what it
               is (Retry-After, backoff, robots wait, parked; crawl/frontier/delays.py).
-              Added without a layout change: an older frontier gets it empty.
+              Added the same way.
 
 Where the time goes: a batch touches neighbouring B-tree pages, not one
 random page per URL. A random page costs ~3 us to copy on first write and
@@ -55,7 +58,7 @@ from typing import Any
 
 from crawl.core import MapTrimmer, Record, StateError, close_env, open_env
 
-from . import delays
+from . import delays, robotswait
 from . import hostqueue as hq
 from .complete import complete_one
 from .leases import fingerprint, lease_name
@@ -74,7 +77,7 @@ TRIM_EVERY = 100
 HID_CACHE = 1 << 17  # host ids this process remembers (~15 MB at most)
 
 _DBS = ("meta", "queue", "delayed", "sched", "hosts", "hostid", "leases", "deadlines", "known", "ips", "ipwait",
-        delays.TABLE)
+        robotswait.TABLE, delays.TABLE)
 
 
 class Frontier:
@@ -250,13 +253,24 @@ class Frontier:
         """Counts for ``crawl frontier stats`` and ``crawl stats``."""
         from .report import stats  # noqa: PLC0415  (read-only views load lazily)
 
-        return stats(self, now)
+        out = stats(self, now)
+        w = robotswait.waiting(self, now, limit=0)
+        out.update(hosts_waiting_robots=w["hosts"], urls_waiting_robots=w["urls"])
+        return out
+
+    def robots_waiting(self, now: float, limit: int = 20) -> dict[str, Any]:
+        """Hosts whose URLs wait on an unreachable robots.txt: counts, and the
+        ``limit`` largest with their next check (crawl/frontier/robotswait.py)."""
+        return robotswait.waiting(self, now, limit)
 
     def dump(self, host: str, now: float, limit: int = 1000) -> dict[str, Any]:
         """One host's state and queue, for ``crawl frontier dump --host``."""
         from .report import dump
 
-        return dump(self, host, now, limit)
+        out = dump(self, host, now, limit)
+        if out.get("known"):
+            out["robots_wait"] = robotswait.state_of(self, out["host"])
+        return out
 
     def state_of(self, url: str) -> str | None:
         """queued / leased / done / dropped, or None if the frontier never saw it."""

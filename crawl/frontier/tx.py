@@ -68,6 +68,8 @@ class Tx(IpSlots):
         self.dq, self.dd, self.ds, self.dh = d["queue"], d["delayed"], d["sched"], d["hosts"]
         self.dl, self.ddl, self.dk, self.dm = d["leases"], d["deadlines"], d["known"], d["meta"]
         self.dip, self.dipw, self.dhid = d["ips"], d["ipwait"], d["hostid"]
+        self.drw = d["robots"]
+        self.robots_any: bool | None = None  # any host waiting on robots.txt? (robots_waiting)
         self.hosts: dict[int, HostState] = {}
         self.dirty: set[int] = set()
         self.ips: dict[str, tuple[int, float]] = {}  # address -> (in flight, slowed until)
@@ -108,6 +110,13 @@ class Tx(IpSlots):
     def take(self, name: str) -> int:
         self.count(name)
         return self.counter(name)
+
+    def robots_waiting(self) -> bool:
+        """Whether any host waits on robots.txt: one look per transaction, so the
+        common completion (no host waiting anywhere) costs no lookup."""
+        if self.robots_any is None:
+            self.robots_any = self.txn.stat(self.drw)["entries"] > 0
+        return self.robots_any
 
     def cursor(self, name: str) -> Any:
         """One cursor per database for this transaction, kept where it was last used."""
