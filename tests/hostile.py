@@ -47,7 +47,7 @@ class State:
     """What the server saw, and switches a test can flip."""
 
     log: list[dict[str, Any]] = field(default_factory=list)
-    robots_mode: dict[str, str] = field(default_factory=dict)  # host -> "ok" | "503"
+    robots_mode: dict[str, str] = field(default_factory=dict)  # host -> "ok" | "503" | "503-retry"
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def requests(self, host: str | None = None, path: str | None = None) -> list[dict[str, Any]]:
@@ -181,6 +181,8 @@ class Handler(socketserver.BaseRequestHandler):
         mode = self.server.state.robots_mode.get(host, "ok")
         if mode == "503" or host == "r500.test":
             send(_resp("500 Internal Server Error", [], b"oops"))
+        elif mode == "503-retry":  # unreachable, and says when to come back
+            send(_resp("503 Service Unavailable", [("Retry-After", "7")], b"later"))
         elif host == "r404.test" or host == "other.test":
             send(_resp("404 Not Found", [], b""))
         elif host == "r401.test":

@@ -13,8 +13,12 @@ applies (RFC 9309 sections 2.3 and 2.4):
   file stays unreachable (section 2.4), and after 30 days of being
   unreachable the file counts as unavailable (section 2.3.1.4 allows this);
 * a verdict is cached per origin for at most 24 hours (section 2.4); an
-  "unreachable" verdict only for ``unreachable_ttl`` (default 30 minutes),
-  so a host that recovers is crawled again soon.
+  "unreachable" verdict only until the next check: the answer's
+  Retry-After when it has one, otherwise ``recheck`` (60 s), doubled per
+  failed check in a row up to ``unreachable_ttl`` (30 minutes), so a host
+  that recovers is crawled again soon and one that stays down is asked
+  rarely. The verdict says when that is (``RobotsInfo.expires``): the
+  frontier keeps the host's URLs queued until then instead of dropping them.
 
 The robots fetch is a request to the host like any other: it runs inside
 the host's lease, before the page, with the same user agent, limits, DNS
@@ -37,12 +41,14 @@ import orjson
 import trio
 
 from crawl.core import DEFAULT_USER_AGENT
+from crawl.frontier import parse_retry_after
 from crawl.net import Exchange, Limits, OriginPools, exchange
 
 from . import policy as robots_mod
 
 ROBOTS_TTL = 24 * 3600.0
 UNREACHABLE_TTL = 1800.0
+RECHECK = 60.0  # first wait before an unreachable robots.txt is asked again
 GIVE_UP_UNREACHABLE = 30 * 86400.0
 MAX_HOPS = 5
 _LEN = struct.Struct(">I")
@@ -73,10 +79,30 @@ class RobotsInfo:
     fetched_at: float = 0.0
     error: str = ""
     hops: list[str] = field(default_factory=list)
+    expires: float = 0.0  # when this verdict is checked again (for "unreachable": the next check)
+    retry_after: float | None = None  # the unreachable answer's Retry-After, in seconds
+    checks: int = 0  # failed checks in a row (unreachable only)
+    since: float = 0.0  # unreachable since (unreachable only)
 
     def summary(self) -> dict[str, Any]:
-        return {"origin": self.origin, "source": self.source, "verdict": self.verdict,
-                "status": self.status, "fetched_at": self.fetched_at, "error": self.error or None}
+        out = {"origin": self.origin, "source": self.source, "verdict": self.verdict,
+               "status": self.status, "fetched_at": self.fetched_at, "error": self.error or None}
+        if self.verdict == "unreachable":
+            out.update(next_check=self.expires, checks=self.checks, unreachable_since=self.since)
+        return out
+
+
+def recheck_delay(checks: int, retry_after: float | None, base: float = RECHECK,
+                  cap: float = UNREACHABLE_TTL) -> float:
+    """Seconds until an unreachable robots.txt is asked again, after ``checks`` failures in a row.
+
+    The server's Retry-After wins, kept between a second (never a tight
+    loop) and a day (a robots.txt must not stall its host for ever);
+    otherwise ``base``, doubled per failure, up to ``cap``.
+    """
+    if retry_after is not None:
+        return min(max(retry_after, 1.0), ROBOTS_TTL)
+    return min(base * 2.0 ** min(max(checks - 1, 0), 40), max(cap, base))
 
 
 class RobotsCache:
@@ -109,8 +135,12 @@ def _info_from(entry: dict[str, Any], body: bytes, origin: str, source: str) -> 
         rob = robots_mod.ALLOW_ALL
     else:
         rob = robots_mod.DISALLOW_ALL
-    return RobotsInfo(rob, origin, source, verdict, entry.get("status", 0),
+    info = RobotsInfo(rob, origin, source, verdict, entry.get("status", 0),
                       entry.get("fetched_at", 0.0), entry.get("error", ""))
+    info.expires = entry.get("expires", 0.0)
+    info.checks = entry.get("checks", 0)
+    info.since = entry.get("unreachable_since", 0.0)
+    return info
 
 
 async def _info_async(entry: dict[str, Any], body: bytes, origin: str, source: str) -> RobotsInfo:
@@ -132,6 +162,7 @@ class RobotsFetcher:
         limits: Limits | None = None,
         ttl: float = ROBOTS_TTL,
         unreachable_ttl: float = UNREACHABLE_TTL,
+        recheck: float = RECHECK,
         clock: Any = time.time,
         hop_delay: float = 1.0,
     ) -> None:
@@ -142,6 +173,7 @@ class RobotsFetcher:
         self.limits = limits or Limits()
         self.ttl = ttl
         self.unreachable_ttl = unreachable_ttl
+        self.recheck = recheck
         self.clock = clock
         self._locks: dict[str, trio.Lock] = {}
         self._parsed: dict[str, tuple[float, RobotsInfo]] = {}
@@ -179,10 +211,13 @@ class RobotsFetcher:
         if info.verdict == "unreachable":
             prev = cached[0] if cached else {}
             since = prev.get("unreachable_since") or now
-            entry.update(expires=now + self.unreachable_ttl, unreachable_since=since)
+            checks = int(prev.get("checks") or 0) + 1 if prev.get("unreachable_since") else 1
+            # from the end of this check: a timed-out fetch took its time already
+            wait = recheck_delay(checks, info.retry_after, self.recheck, self.unreachable_ttl)
+            entry.update(expires=float(self.clock()) + wait, unreachable_since=since, checks=checks)
             if cached and prev.get("verdict") in ("parsed", "unavailable"):
                 # RFC 9309 2.4: keep using the good copy while unreachable
-                good = dict(prev, expires=entry["expires"], unreachable_since=since,
+                good = dict(prev, expires=entry["expires"], unreachable_since=since, checks=checks,
                             last_error=info.error, last_status=info.status)
                 if self.cache:
                     await trio.to_thread.run_sync(self.cache.put, origin, good, cached[1])
@@ -199,6 +234,9 @@ class RobotsFetcher:
         if self.cache:  # an fsynced commit: off the event loop
             await trio.to_thread.run_sync(self.cache.put, origin, entry, body)
         info.fetched_at = now
+        info.expires = entry["expires"]
+        info.checks = entry.get("checks", 0)
+        info.since = entry.get("unreachable_since", 0.0)
         self._remember(origin, entry["expires"], info)
         return info, exchanges
 
@@ -249,7 +287,10 @@ class RobotsFetcher:
         err = f"robots.txt returned {ex.status}"
         if 300 <= ex.status < 400:
             err = f"more than {MAX_HOPS} redirects (or a redirect without a usable Location)"
-        return RobotsInfo(fixed, origin, "fetched", verdict, ex.status, error=err, hops=hops), exchanges, b""
+        info = RobotsInfo(fixed, origin, "fetched", verdict, ex.status, error=err, hops=hops)
+        if verdict == "unreachable":  # a 5xx or 429 may say when to come back
+            info.retry_after = parse_retry_after(ex.header("retry-after"), float(self.clock()))
+        return info, exchanges, b""
 
 
 def fetch_robots_sync(
