@@ -10,7 +10,7 @@ or rely on its request log being empty: start your own web for that.
 ``start_testweb(tmp_path, hosts=N, seed=S, **knobs)`` is a context manager
 that starts a private web; ``knobs`` are ``crawl testweb serve`` options
 with dashes as underscores (``pages=5, mix="plain", clock=1.78e9,
-latency=0.05, drip=0.001, hang=2, busy=1, agent="crawl", links=4,
+latency=0.05, drip=0.001, hang=2, busy=1, robots_recover=2, agent="crawl", links=4,
 cross=0.2, addresses=4, huge_bytes=10**6, bomb_bytes=1<<24,
 full_manifest_limit=N``). Its log holds only your requests, so
 ``crawl.testweb.audit.audit(web.requests(), web.hosts)`` (or ``crawl

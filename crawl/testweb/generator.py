@@ -87,6 +87,7 @@ class WebConfig:
     drip: float = 0.05  # seconds between 1 KiB chunks of a "slow" host
     busy: int = 1  # times a busy page answers 429/503 before it answers 200
     hang: float = 60.0  # seconds a "timeout" robots.txt keeps the client waiting
+    robots_recover: int = 0  # a "500"/"timeout" robots.txt fails this many times, then answers (0: never)
     huge_bytes: int = 500 * 1000 * 1000
     endless_cap: int = 2 << 30
     bomb_bytes: int = 1 << 30  # decompressed size of the gzip bomb
@@ -412,6 +413,13 @@ class Web:
         if v in ("500", "timeout"):
             return [("disallow", "/")], None
         return [], None  # 404: everything allowed
+
+    def recovered_rules(self, i: int) -> list[tuple[str, str]] | None:
+        """The rules of a failing robots.txt once it answers (``robots_recover``), or None
+        if it never does: then it is the ``simple`` file, ``Disallow: /private/``."""
+        if self.config.robots_recover and self.host(i).robots in ("500", "timeout"):
+            return [("disallow", "/private/")]
+        return None
 
     def disallowed(self, i: int, path: str) -> bool:
         return rules_disallow(self.robots_rules(i)[0], path)

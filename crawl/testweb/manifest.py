@@ -51,6 +51,10 @@ def host_record(web: Web, i: int) -> dict[str, Any]:
     }
     if h.robots == "redirect":
         robots["redirects"] = [web.url(i, "/robots-moved.txt"), web.url(i, "/policies/robots.txt")]
+    recovered = web.recovered_rules(i)
+    if recovered is not None:  # fails recovers_after times, then answers with these rules
+        robots["recovers_after"] = web.config.robots_recover
+        robots["recovered_rules"] = [list(r) for r in recovered]
     if h.robots == "oversize":
         robots["ignored_after_bytes"] = ROBOTS_LIMIT
         robots["rules_beyond_limit"] = [["disallow", "/blog/"]]

@@ -83,6 +83,7 @@ class Router:
         self.web = web
         self.clock = clock
         self.busy: dict[tuple[int, str], int] = {}
+        self.robots_asked: dict[int, int] = {}  # host -> robots.txt requests (robots_recover)
         # (host, page, version, variant) -> (etag, validators, response); responses are shared
         # between requests, so nothing downstream may modify them
         self._pages: dict[tuple[int, int, int, str], tuple[str, list[tuple[str, str]], Response]] = {}
@@ -138,6 +139,12 @@ class Router:
 
     def _robots(self, i: int) -> Response:
         v = self.web.host(i).robots
+        recover = self.web.config.robots_recover
+        if recover and v in ("500", "timeout"):
+            asked = self.robots_asked.get(i, 0)
+            self.robots_asked[i] = asked + 1
+            if asked >= recover:  # back up: the plain file from now on
+                return _ok(content.robots_txt(self.web, i, "simple"), "text/plain")
         if v == "404":
             return not_found("robots.txt")
         if v == "500":
@@ -237,10 +244,24 @@ class Router:
             return redirect(302, web.url(self.away(i), "/"))
         if path == "/redirect/relative":
             return redirect(301, "chain-2")
+        m = re.fullmatch(r"/redirect/across-(\d+)", path)
+        if m:  # N + 1 redirects (N .. 0), each to the next redirects host, then its home page
+            n = int(m.group(1))
+            return redirect(302, web.url(self.next_redirects_host(i), f"/redirect/across-{n - 1}" if n else "/"))
         return None
 
     def away(self, i: int) -> int:
         return (i + 1) % self.web.config.hosts
+
+    def next_redirects_host(self, i: int) -> int:
+        """The next host after ``i`` (wrapping round) that also has the redirects
+        behaviour, so a chain can cross hosts for ever; ``i`` itself if none is near."""
+        hosts = self.web.config.hosts
+        for k in range(1, min(hosts, 10_000)):
+            j = (i + k) % hosts
+            if self.web.host(j).behaviour == "redirects":
+                return j
+        return i
 
     def _busy(self, i: int, req: Request, path: str, query: str) -> Response | None:
         m = re.fullmatch(r"/busy/([0-3])\.html", path)
