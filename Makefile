@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint man clean
+.PHONY: demo test bench mutate lint man clean
 
 $(STAMP): pyproject.toml setup.py crawl/text/_compiled.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,6 +21,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	@for f in scripts/bench*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# Not part of `make test` (hours for every mutant): a sample takes minutes, e.g.
+# make mutate MUTATE="--rev HEAD --module politeness --sample 10"
+mutate: $(STAMP)
+	$(BIN)/python scripts/mutate.py $(MUTATE)
 
 lint: $(STAMP)
 	$(BIN)/ruff check crawl tests scripts

@@ -14,6 +14,7 @@ processes on the machine), so a crawler's own timings can be compared.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import itertools
 import signal
 import socket
@@ -43,7 +44,11 @@ class RequestLog:
     Fields: start, end (monotonic ns), conn (connection id), addr (the
     loopback address the connection came in on), host, method, path (the
     request target), status (0 if no status line was sent), bytes (body
-    bytes written), ua, outcome (ok, reset, hang, client-closed, bad-request).
+    bytes written), ua, outcome (ok, reset, hang, client-closed, bad-request),
+    and retry_after (only on answers that carried a Retry-After header: the
+    seconds after ``end`` the server asked the client to wait, an HTTP-date
+    converted against the clock at the moment the answer was logged), so an
+    audit can hold the client to what the server actually asked.
     """
 
     def __init__(self, path: Path) -> None:
@@ -154,12 +159,18 @@ class Connection(asyncio.Protocol):
         if not self.busy:
             self.process()
 
-    def _log(self, start: int, req: Request, status: int, nbytes: int, outcome: str = "ok") -> None:
-        self.server.log.add({
+    def _log(self, start: int, req: Request, status: int, nbytes: int, outcome: str = "ok",
+             resp: Response | None = None) -> None:
+        rec = {
             "start": start, "end": time.monotonic_ns(), "conn": self.id, "addr": self.addr,
             "host": req.host, "method": req.method, "path": req.target, "status": status,
             "bytes": nbytes, "ua": req.headers.get("user-agent", ""), "outcome": outcome,
-        })
+        }
+        if resp is not None and status != 200:  # the fast path (a 200 page) never looks
+            wait = retry_after_of(resp.headers)
+            if wait is not None:
+                rec["retry_after"] = wait
+        self.server.log.add(rec)
 
     def process(self) -> None:
         while not self.busy and not self.closed:
@@ -182,7 +193,7 @@ class Connection(asyncio.Protocol):
             resp = self.server.router.handle(req)
             if resp.action is None:
                 n = self.send(resp, keep_alive, head_only=req.method == "HEAD")
-                self._log(start, req, resp.status, n)
+                self._log(start, req, resp.status, n, resp=resp)
                 if not keep_alive:
                     return
             else:
@@ -303,7 +314,7 @@ class Connection(asyncio.Protocol):
                     self.transport.close()
                     self.closed = True
         finally:
-            self._log(start, req, status, sent, outcome)
+            self._log(start, req, status, sent, outcome, resp=resp if status else None)
             self.busy = False
         if not self.closed:
             self.process()
@@ -328,6 +339,25 @@ class Connection(asyncio.Protocol):
         deadline = time.monotonic() + seconds
         while not self.closed and time.monotonic() < deadline:
             await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+
+def retry_after_of(headers: list[tuple[str, str]]) -> float | None:
+    """The wait a Retry-After header asks for, in seconds from now (RFC 9110 10.2.3).
+
+    Delay-seconds as they are; an HTTP-date against the wall clock now, which
+    is when the answer went out, so an audit can add it to the log's ``end``.
+    """
+    for name, value in headers:
+        if name.lower() == "retry-after":
+            text = value.strip()
+            if text.isdigit():
+                return float(text)
+            try:
+                when = email.utils.parsedate_to_datetime(text).timestamp()
+            except (TypeError, ValueError, IndexError):
+                return None
+            return round(max(0.0, when - time.time()), 6)
+    return None
 
 
 def _filler(size: int) -> bytes:

@@ -370,10 +370,17 @@ def test_bytes_the_tls_layer_already_holds_after_a_response_forbid_reuse() -> No
 
 
 class _SlowToClose(trio.abc.Stream):
-    """A stream whose closing takes a while (as a TLS close can): other tasks run meanwhile."""
+    """A stream whose closing takes a while (as a TLS close can): other tasks run meanwhile.
+
+    It says when its close begins (``closing``) and holds the close open until
+    ``go`` is set, so a test can put another task's work inside the close
+    instead of hoping a sleep lands there (bounded, so a test cannot hang).
+    """
 
     def __init__(self, inner: trio.abc.Stream) -> None:
         self.inner = inner
+        self.closing = trio.Event()
+        self.go = trio.Event()
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self.inner.send_all(data)
@@ -385,8 +392,9 @@ class _SlowToClose(trio.abc.Stream):
         return await self.inner.receive_some(max_bytes)
 
     async def aclose(self) -> None:
-        with trio.CancelScope(shield=True):
-            await trio.sleep(0.3)
+        self.closing.set()
+        with trio.CancelScope(shield=True), trio.move_on_after(10):
+            await self.go.wait()
         await trio.aclose_forcefully(self.inner)
 
 
@@ -405,23 +413,28 @@ def test_eviction_never_drops_an_origin_that_became_busy_while_it_closed_others(
             pools._max_origins = 1  # now two too many: the next new origin evicts a.t and b.t
             slow = pools._origins[("http", "a.t", s.port)].idle
             assert slow is not None
-            slow.stream = _SlowToClose(slow.stream)
+            slow.stream = closer = _SlowToClose(slow.stream)
             busy: list[object] = []
+            d_done = trio.Event()
 
             async def take_b() -> None:
-                await trio.sleep(0.1)  # while d.t's eviction is closing a.t
+                await closer.closing.wait()  # d.t's eviction is closing a.t right now
                 resp = await pools.open("http", "b.t", s.port, head, 2.0)
-                await trio.sleep(0.5)  # b.t is busy all through the eviction
+                closer.go.set()  # b.t is busy: let the eviction go on
+                await d_done.wait()  # ... and stay busy until it is over
                 busy.append(pools._origins.get(("http", "b.t", s.port)))
                 await pools.release(resp)
 
             async def take_d() -> None:
                 resp = await pools.open("http", "d.t", s.port, head, 2.0)
                 await pools.release(resp)
+                d_done.set()
 
-            async with trio.open_nursery() as n:
-                n.start_soon(take_d)
-                n.start_soon(take_b)
+            with trio.fail_after(30):
+                async with trio.open_nursery() as n:
+                    n.start_soon(take_d)
+                    n.start_soon(take_b)
+            assert closer.closing.is_set() and closer.go.is_set()  # the race was run, not missed
             assert busy[0] is not None, "b.t was evicted while a request was on it"
             await pools.aclose()
 

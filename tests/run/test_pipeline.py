@@ -1,4 +1,5 @@
-"""The crawl done with separate commands gets the same pages as crawl run."""
+"""The crawl done with separate commands (bin/crawl-pipeline): the same pages as
+crawl run, and as polite, audited from the server's side."""
 
 from __future__ import annotations
 
@@ -6,8 +7,23 @@ import os
 import subprocess
 from pathlib import Path
 
-from conftest import ROOT, start_testweb
-from test_run import CRAWL, crawl, stored
+from conftest import ROOT, TestWeb, start_testweb
+from test_run import CRAWL, assert_polite, crawl, logged, reachable, stored
+
+from crawl.testweb import BEHAVIOURS, ROBOTS_VARIANTS
+
+# the politeness flags of bin/crawl-pipeline's frontier commands (test_run's FAST, in short)
+POLITE = "--delay 0.2 --backoff-base 0.5s --backoff-cap 4s --park-for 3s"
+
+
+def pipeline(web: TestWeb, d: Path, seeds: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "POLITE": POLITE, "CRAWL": " ".join(CRAWL)}
+    res = subprocess.run(
+        [str(ROOT / "bin" / "crawl-pipeline"), str(d), str(seeds or web.seeds_file),
+         "--resolve-file", str(web.hosts_file), "--allow-private", "--timeout", "2"],
+        env=env, capture_output=True, text=True, timeout=280)  # within pytest's 300 s: a clear failure
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res
 
 
 def test_pipeline_matches_crawl_run(tmp_path: Path) -> None:
@@ -16,16 +32,47 @@ def test_pipeline_matches_crawl_run(tmp_path: Path) -> None:
         crawl(web, ref)
         want = _stored_urls(ref)
         assert set(stored(ref)) <= want
+        mark = logged(web)
+        assert_polite(web, 0, mark)
         d = tmp_path / "pipe"
-        env = {**os.environ, "POLITE": "--delay 0.2", "CRAWL": " ".join(CRAWL)}
-        res = subprocess.run(
-            [str(ROOT / "bin" / "crawl-pipeline"), str(d), str(web.seeds_file),
-             "--resolve-file", str(web.hosts_file), "--allow-private", "--timeout", "2"],
-            env=env, capture_output=True, text=True, timeout=600)
-        assert res.returncode == 0, res.stderr[-3000:]
+        pipeline(web, d)
         got = _stored_urls(d)
         print(f"\npages stored: crawl run {len(want)}, pipeline {len(got)}")
         assert got == want, (sorted(want - got)[:5], sorted(got - want)[:5])
+        assert_polite(web, mark)
+
+
+# Every behaviour and robots variant but the traps: a trap host yields a new URL a
+# round for dozens of rounds (crawl run bounds it with --max-per-host, the pipeline
+# has no such flag), and test_run covers traps.
+EVERY_BEHAVIOUR = ",".join(sorted((set(BEHAVIOURS) | set(ROBOTS_VARIANTS)) - {"traps"}))
+
+
+def test_pipeline_on_every_behaviour_is_polite(tmp_path: Path) -> None:
+    """Every host behaviour and robots variant once, a new fetch process per round:
+    busy hosts' Retry-After, robots.txt that answers 500 or hangs (every URL of
+    those hosts is seeded, so later rounds meet the verdict an earlier process
+    cached), slow, reset, endless, huge, bombs."""
+    with start_testweb(tmp_path / "w", hosts=22, seed=2, pages=2, links=3, mix=EVERY_BEHAVIOUR,
+                       latency=0.05, drip=0.002, hang=3, busy=1, huge_bytes=10**6,
+                       bomb_bytes=1 << 24) as web:
+        assert {r["behaviour"] for r in web.hosts.values()} == set(BEHAVIOURS) - {"traps"}
+        unreachable = web.with_behaviour("500") + web.with_behaviour("timeout")
+        assert unreachable
+        seeds = tmp_path / "seeds.txt"
+        extra = [p["url"] for h in unreachable for p in web.pages_of(h) if p["path"] != "/robots.txt"]
+        seeds.write_text(web.seeds_file.read_text() + "".join(u + "\n" for u in extra))
+        d = tmp_path / "pipe"
+        pipeline(web, d, seeds)
+        assert assert_polite(web) > 0
+        log = web.requests()
+        for h in unreachable:  # met, more than once, and only ever asked for robots.txt
+            asked = [r["path"] for r in log if r["host"] == h and "crawl" in r["ua"]]
+            assert asked and set(asked) == {"/robots.txt"}, (h, asked)
+        assert any(r.get("retry_after") for r in log if r["status"] in (429, 503))
+        got = _stored_urls(d)
+        want = reachable(web)
+        assert want and want <= got, sorted(want - got)[:5]
 
 
 def _stored_urls(d: Path) -> set[str]:

@@ -1,0 +1,550 @@
+"""Mutation testing of the modules that hold crawl's invariants (``make mutate``).
+
+A test suite that passes says little until it is shown to fail when the rule
+it guards is broken. This script breaks the rules one small change at a time
+(a *mutant*), runs the tests that cover the changed module, and reports the
+mutants no test noticed (*survivors*): each is either a missing test or a
+change that makes no difference (an *equivalent* mutant, listed with its
+reason in ``EQUIVALENT`` below and in the README).
+
+Operators, applied inside function bodies only (module and class constants
+are settings, not rules; docstrings, asserts, annotations, decorators and
+f-strings are left alone):
+
+``compare``   flip a comparison: ``<`` and ``>=``, ``<=`` and ``>``, ``==`` and
+              ``!=``, ``in`` and ``not in``, ``is`` and ``is not``;
+``number``    an int constant n becomes n + 1 and n - 1; a float c becomes
+              0.0 and 2c; True and False swap;
+``boolop``    ``and`` becomes ``or`` and back;
+``not``       ``not x`` becomes ``x``;
+``minmax``    ``min(...)`` becomes ``max(...)`` and back;
+``drop``      a statement (assignment, call, raise, continue, break, or an
+              ``if`` without ``else``) becomes ``pass``;
+``return``    a function that returns nothing returns at once.
+
+Every mutant is run in a throwaway copy of the tree (the files git knows
+about plus untracked ones, and the built C module), never in the checkout:
+other people work there. Each mutant gets the covering test files (the
+``TARGETS`` map) with ``pytest -x`` and a timeout derived from the
+unmutated run; a failing or timed-out run kills the mutant.
+
+    python scripts/mutate.py --list --module politeness      # the mutants, nothing run
+    python scripts/mutate.py --module politeness --sample 10  # 10 random mutants, minutes
+    python scripts/mutate.py --sample 5 --jobs 2              # 5 per module, two copies
+    python scripts/mutate.py --rev HEAD --sample 5            # the last commit, not the work tree
+    python scripts/mutate.py                                  # everything: hours
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FRONTIER_TESTS = ("tests/frontier/test_frontier.py", "tests/frontier/test_frontier_property.py",
+                  "tests/frontier/test_frontier_cli.py", "tests/frontier/test_frontier_kill.py")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A module that holds an invariant, the tests that guard it (fastest first:
+    ``-x`` stops at the first failure), and which of its functions are the rule
+    (qualified names; empty: every function of the module)."""
+
+    tests: tuple[str, ...]
+    scope: tuple[str, ...] = ()
+
+
+TARGETS: dict[str, Target] = {
+    "crawl/frontier/politeness.py": Target(FRONTIER_TESTS),
+    "crawl/frontier/tx.py": Target(FRONTIER_TESTS),
+    "crawl/frontier/complete.py": Target(FRONTIER_TESTS),
+    "crawl/frontier/ipslots.py": Target(FRONTIER_TESTS),
+    "crawl/robots/fetch.py": Target(
+        ("tests/fetch/test_fetch_robots.py", "tests/fetch/test_fetch_testweb.py", "tests/robots/test_robots.py"),
+        ("origin_of", "RobotsCache", "_info_from", "_info_async", "RobotsFetcher")),
+    "crawl/robots/policy.py": Target(
+        ("tests/robots/test_robots.py", "tests/fetch/test_fetch_robots.py"),
+        ("for_status", "Robots._group", "Robots.decide", "Robots.allowed", "_Group.first_match", "_names",
+         "_merge")),
+    "crawl/net/dns.py": Target(
+        ("tests/net/test_dns.py", "tests/fetch/test_fetch_testweb.py", "tests/fetch/test_fetch.py"),
+        ("is_special", "_is_special", "AddressPolicy", "_permits")),
+    "crawl/net/backend.py": Target(
+        ("tests/net/test_fetch_exchange.py", "tests/net/test_http1.py", "tests/fetch/test_fetch_testweb.py",
+         "tests/fetch/test_fetch.py"),
+        ("Dialer", "_tcp")),
+    "crawl/seen/seenset.py": Target(("tests/seen/test_seen.py", "tests/seen/test_bloom.py")),
+    "crawl/seen/bloom.py": Target(("tests/seen/test_bloom.py", "tests/seen/test_seen.py")),
+    "crawl/core/spool.py": Target(
+        ("tests/core/test_spool.py",),
+        ("_alive", "Spool.put", "Spool._recover", "Spool.claim", "Spool.ack", "Spool.release")),
+    "crawl/store/warc.py": Target(
+        ("tests/store/test_store.py", "tests/fetch/test_fetch_cli.py"),
+        ("_Framer", "WarcWriter._open", "WarcWriter._appended", "WarcWriter.sync", "WarcWriter.discard",
+         "WarcWriter.rotate", "WarcWriter.close")),
+}
+
+# Survivors judged equivalent (or unobservable by any test), by mutant key, with
+# the reason; they are reported apart and left out of the kill rate's denominator.
+EQUIVALENT: dict[str, str] = {}
+
+
+# -- mutants ---------------------------------------------------------------------------
+
+_FLIP: dict[type, type] = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.LtE: ast.Gt, ast.Gt: ast.LtE,
+                           ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
+                           ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+_DROPPABLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Raise, ast.Continue, ast.Break,
+              ast.Delete)
+
+
+@dataclass
+class Mutant:
+    path: str  # relative to the tree
+    line: int
+    qualname: str
+    op: str
+    before: str
+    after: str
+    start: int  # character offsets of the replaced span in the source
+    end: int
+    text: str  # what replaces it
+    key: str = ""
+    outcome: str = ""  # killed, timeout, survived, error
+    seconds: float = 0.0
+    detail: str = ""
+
+    def label(self) -> str:
+        return f"{self.path}:{self.line} [{self.op}] {self.before} -> {self.after}  ({self.qualname})"
+
+
+class _Offsets:
+    """Character offsets from the AST's (line, UTF-8 byte column) positions."""
+
+    def __init__(self, source: str) -> None:
+        self.lines = source.splitlines(keepends=True)
+        self.starts = [0]
+        for ln in self.lines:
+            self.starts.append(self.starts[-1] + len(ln))
+
+    def at(self, line: int, col: int) -> int:
+        return self.starts[line - 1] + len(self.lines[line - 1].encode()[:col].decode(errors="replace"))
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return (self.at(node.lineno, node.col_offset),  # type: ignore[attr-defined]
+                self.at(node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
+
+
+def _short(node: ast.AST, limit: int = 70) -> str:
+    text = " ".join(ast.unparse(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _skipped_ids(tree: ast.AST) -> set[int]:
+    """Nodes never mutated: asserts, annotations, decorators, f-strings, docstrings,
+    ``if TYPE_CHECKING`` blocks, default argument values."""
+    skip: set[int] = set()
+
+    def mark(node: ast.AST | None) -> None:
+        if node is not None:
+            skip.update(id(n) for n in ast.walk(node))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert | ast.JoinedStr):
+            mark(node)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            mark(node)
+        elif isinstance(node, ast.AnnAssign):
+            mark(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for d in node.decorator_list:
+                mark(d)
+            mark(node.returns)
+            for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
+                mark(a.annotation)
+            for d in node.args.defaults + node.args.kw_defaults:
+                mark(d)
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                mark(body[0])
+        elif isinstance(node, ast.ClassDef):
+            for d in node.decorator_list:
+                mark(d)
+    return skip
+
+
+def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(qualified name, node) of every function, methods and nested functions included."""
+
+    def walk(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = prefix + node.name
+                yield name, node
+                yield from walk(node.body, name + ".")
+            elif isinstance(node, ast.ClassDef):
+                yield from walk(node.body, prefix + node.name + ".")
+
+    yield from walk(tree.body, "")
+
+
+def _in_scope(qualname: str, scope: tuple[str, ...]) -> bool:
+    return not scope or any(qualname == s or qualname.startswith(s + ".") for s in scope)
+
+
+def _returns_nothing(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """No ``return value`` and no ``yield`` in the function itself (nested ones aside)."""
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            return False
+        if isinstance(node, ast.Yield | ast.YieldFrom):
+            return False
+        todo.extend(ast.iter_child_nodes(node))
+    return True
+
+
+def mutants_of(path: str, source: str, scope: tuple[str, ...] = ()) -> list[Mutant]:
+    """Every mutant of one module's functions that are in ``scope``."""
+    tree = ast.parse(source)
+    skip = _skipped_ids(tree)
+    off = _Offsets(source)
+    out: list[Mutant] = []
+    owner: dict[int, str] = {}
+    fns = [(q, f) for q, f in _functions(tree) if _in_scope(q, scope)]
+    for q, fn in fns:  # innermost function owns a node (nested functions come later)
+        for stmt in fn.body:
+            for n in ast.walk(stmt):
+                owner[id(n)] = q
+
+    def add(node: ast.AST, op: str, replacement: str, before: str | None = None) -> None:
+        start, end = off.span(node)
+        out.append(Mutant(path, node.lineno, owner[id(node)], op,  # type: ignore[attr-defined]
+                          before or _short(node), " ".join(replacement.split())[:70], start, end, replacement))
+
+    for q, fn in fns:
+        body_nodes = [n for stmt in fn.body for n in ast.walk(stmt) if owner.get(id(n)) == q]
+        for node in body_nodes:
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Compare):
+                for i, op in enumerate(node.ops):
+                    if type(op) in _FLIP:
+                        new = ast.Compare(node.left, list(node.ops), list(node.comparators))
+                        new.ops[i] = _FLIP[type(op)]()
+                        add(node, "compare", f"({ast.unparse(new)})")
+            elif isinstance(node, ast.Constant) and type(node.value) in (int, float, bool):
+                v = node.value
+                if type(v) is bool:
+                    alts = [repr(not v)]
+                elif type(v) is int:
+                    alts = [f"({v + 1})", f"({v - 1})"]
+                else:
+                    alts = [f"({v * 2!r})", "(0.0)"] if v != 0 else ["(1.0)"]
+                for alt in alts:
+                    add(node, "number", alt)
+            elif isinstance(node, ast.BoolOp):
+                new_op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+                add(node, "boolop", f"({ast.unparse(ast.BoolOp(new_op, node.values))})")
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                add(node, "not", f"({ast.unparse(node.operand)})")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+                other = "max" if node.func.id == "min" else "min"
+                call = ast.Call(ast.Name(other), node.args, node.keywords)
+                add(node, "minmax", f"({ast.unparse(call)})")
+            if isinstance(node, ast.stmt) and (isinstance(node, _DROPPABLE)
+                                               or (isinstance(node, ast.If) and not node.orelse)):
+                if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                    continue  # a bare string: a comment, not a statement
+                head = _short(node.test) if isinstance(node, ast.If) else _short(node)
+                add(node, "drop", "pass", before=("if " + head) if isinstance(node, ast.If) else head)
+        if _returns_nothing(fn) and fn.body:
+            first = fn.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(fn.body) > 1:
+                first = fn.body[1]
+            if first.lineno > fn.lineno and id(first) not in skip:
+                start = off.at(first.lineno, 0)
+                indent = off.lines[first.lineno - 1][: len(off.lines[first.lineno - 1])
+                                                      - len(off.lines[first.lineno - 1].lstrip())]
+                out.append(Mutant(path, first.lineno, q, "return", f"def {fn.name}(...)", "return at once",
+                                  start, start, indent + "return\n"))
+    seen: dict[str, int] = {}
+    for m in out:
+        base = f"{m.path}::{m.qualname}::{m.op}::{m.before} -> {m.after}"
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        m.key = base if n == 0 else f"{base} #{n + 1}"
+    return out
+
+
+def apply(source: str, m: Mutant) -> str:
+    return source[: m.start] + m.text + source[m.end:]
+
+
+# -- the throwaway tree --------------------------------------------------------------------
+
+def make_tree(dest: Path, rev: str | None = None) -> Path:
+    """Copy the checkout to ``dest``: what git sees of the work tree (tracked and
+    untracked, not ignored), or the commit ``rev``; and the built C modules. The
+    checkout itself is only read."""
+    dest.mkdir(parents=True)
+    if rev is not None:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev],
+                                 check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(dest, filter="data")
+    else:
+        files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+                                "--exclude-standard"], check=True, capture_output=True).stdout.split(b"\0")
+        for raw in files:
+            if not raw:
+                continue
+            rel = raw.decode()
+            src = ROOT / rel
+            if not src.is_file():
+                continue  # deleted in the work tree
+            dst = dest / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    for so in (ROOT / "crawl").rglob("*.so"):
+        dst = dest / so.relative_to(ROOT)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(so, dst)
+    return dest
+
+
+def _env(tree: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = str(tree)  # the copy's crawl, ahead of the editable install's
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutant of the same size in the same second: no stale .pyc
+    return env
+
+
+def check_tree(tree: Path) -> None:
+    out = subprocess.run([sys.executable, "-c", "import crawl; print(crawl.__file__)"], cwd=tree,
+                         env=_env(tree), capture_output=True, text=True, timeout=120)
+    where = out.stdout.strip()
+    if not where.startswith(str(tree)):
+        raise SystemExit(f"mutate: error: the copy at {tree} imports crawl from {where or out.stderr!r}; "
+                         "refusing to run (a mutant must never be tested against the checkout)")
+
+
+def run_tests(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str]:
+    """(outcome, seconds, last lines): passed, failed or timeout."""
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--timeout", str(int(timeout)),
+           *tests]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=tree, env=_env(tree), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the test run and every server it started
+        proc.communicate()
+        return "timeout", time.monotonic() - t0, ""
+    took = time.monotonic() - t0
+    tail = "\n".join(out.strip().splitlines()[-3:])
+    if proc.returncode == 0:
+        return "passed", took, tail
+    if proc.returncode == 5:
+        return "error", took, "no tests ran: " + tail
+    return "failed", took, tail
+
+
+class Worker:
+    """One copy of the tree; mutants are written into it one at a time and undone."""
+
+    def __init__(self, base: Path, n: int, rev: str | None) -> None:
+        self.tree = make_tree(base / f"tree{n}", rev)
+        check_tree(self.tree)
+        self.lock = threading.Lock()
+
+    def run(self, m: Mutant, tests: tuple[str, ...], timeout: float) -> Mutant:
+        path = self.tree / m.path
+        original = path.read_text()
+        mutated = apply(original, m)
+        try:
+            compile(mutated, m.path, "exec")
+        except SyntaxError as exc:
+            m.outcome, m.detail = "error", f"does not compile: {exc}"
+            return m
+        path.write_text(mutated)
+        try:
+            result, m.seconds, m.detail = run_tests(self.tree, tests, timeout)
+        finally:
+            path.write_text(original)
+        m.outcome = {"failed": "killed", "passed": "survived"}.get(result, result)
+        return m
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+def _pick(names: list[str]) -> list[str]:
+    if not names:
+        return list(TARGETS)
+    out = []
+    for name in names:
+        hits = [t for t in TARGETS if name == t or name in t.removesuffix(".py").split("/")
+                or t.removesuffix(".py").endswith(name.removesuffix(".py"))]
+        if not hits:
+            raise SystemExit(f"mutate: error: no module {name!r} among the targets; choose from: "
+                             + ", ".join(TARGETS))
+        out += [h for h in hits if h not in out]
+    return out
+
+
+@dataclass
+class ModuleResult:
+    path: str
+    total: int
+    mutants: list[Mutant] = field(default_factory=list)
+    baseline: float = 0.0
+    note: str = ""
+
+    def count(self, *outcomes: str) -> int:
+        return sum(m.outcome in outcomes for m in self.mutants)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="mutate.py", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--module", "-m", action="append", default=[],
+                    help="a target module (path or short name: politeness, frontier/tx, spool...); repeatable")
+    ap.add_argument("--sample", type=int, default=0, help="run N random mutants per module (0: all)")
+    ap.add_argument("--seed", type=int, default=0, help="random seed of --sample")
+    ap.add_argument("--jobs", "-j", type=int, default=1, help="mutants run at once, each in its own copy")
+    ap.add_argument("--timeout", type=float, default=0.0,
+                    help="seconds per mutant (default: 3 x the unmutated run + 30)")
+    ap.add_argument("--list", action="store_true", help="print the mutants and stop")
+    ap.add_argument("--json", type=Path, help="also write one JSON line per mutant to this file")
+    ap.add_argument("--rev", help="mutate this commit (e.g. HEAD) instead of the work tree as it is "
+                                  "(other people's half-done changes included)")
+    ap.add_argument("--keep", action="store_true", help="keep the throwaway copies (their path is printed)")
+    args = ap.parse_args(argv)
+    modules = _pick(args.module)
+    rng = random.Random(args.seed)
+    plan: dict[str, tuple[int, list[Mutant]]] = {}
+    for mod in modules:
+        src = (subprocess.run(["git", "-C", str(ROOT), "show", f"{args.rev}:{mod}"], check=True,
+                              capture_output=True, text=True).stdout if args.rev else (ROOT / mod).read_text())
+        target = TARGETS[mod]
+        found = mutants_of(mod, src, target.scope)
+        chosen = sorted(rng.sample(found, args.sample), key=lambda m: (m.line, m.start)) \
+            if args.sample and args.sample < len(found) else found
+        plan[mod] = (len(found), chosen)
+    if args.list:
+        for mod, (total, chosen) in plan.items():
+            print(f"== {mod}: {total} mutants" + (f", {len(chosen)} sampled" if len(chosen) < total else ""))
+            for m in chosen:
+                print("  " + m.label())
+        return 0
+
+    base = Path(tempfile.mkdtemp(prefix="crawl-mutate-"))
+    print(f"mutate: throwaway copies under {base}", flush=True)
+    results: dict[str, ModuleResult] = {}
+    jfile = open(args.json, "w") if args.json else None  # noqa: SIM115 - closed below
+    try:
+        workers = [Worker(base, n, args.rev) for n in range(max(1, args.jobs))]
+        free: list[Worker] = list(workers)
+        free_lock = threading.Lock()
+        for mod, (total, chosen) in plan.items():
+            target = TARGETS[mod]
+            res = results[mod] = ModuleResult(mod, total)
+            outcome, took, tail = run_tests(workers[0].tree, target.tests, max(args.timeout, 1800))
+            res.baseline = took
+            if outcome != "passed":
+                res.note = f"the unmutated tests do not pass ({outcome}): {tail}"
+                print(f"== {mod}: skipped, {res.note}", flush=True)
+                continue
+            timeout = args.timeout or 3 * took + 30
+            print(f"== {mod}: {len(chosen)} of {total} mutants; tests {' '.join(target.tests)} "
+                  f"(unmutated {took:.0f} s, timeout {timeout:.0f} s)", flush=True)
+
+            def one(m: Mutant, tests: tuple[str, ...] = target.tests, limit: float = timeout) -> Mutant:
+                with free_lock:
+                    w = free.pop()
+                try:
+                    return w.run(m, tests, limit)
+                finally:
+                    with free_lock:
+                        free.append(w)
+
+            with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+                for m in pool.map(one, chosen):
+                    res.mutants.append(m)
+                    note = "  [judged equivalent]" if m.outcome == "survived" and m.key in EQUIVALENT else ""
+                    print(f"  {m.outcome:8} {m.seconds:5.0f} s  {m.label()}{note}", flush=True)
+                    if m.outcome == "error":
+                        print(f"           {m.detail}", flush=True)
+                    if jfile:
+                        jfile.write(json.dumps({"module": mod, "line": m.line, "function": m.qualname,
+                                                "op": m.op, "before": m.before, "after": m.after,
+                                                "key": m.key, "outcome": m.outcome,
+                                                "seconds": round(m.seconds, 1)}) + "\n")
+                        jfile.flush()
+    finally:
+        if jfile:
+            jfile.close()
+        if args.keep:
+            print(f"mutate: copies kept in {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    return report(results)
+
+
+def report(results: dict[str, ModuleResult]) -> int:
+    print(f"\n{'module':34} {'mutants':>8} {'run':>5} {'killed':>7} {'timeout':>8} {'survived':>9} "
+          f"{'equiv.':>7} {'kill rate':>10}")
+    all_run = all_dead = all_equiv = 0
+    for mod, r in results.items():
+        run = r.count("killed", "timeout", "survived")
+        dead = r.count("killed", "timeout")
+        equiv = sum(m.outcome == "survived" and m.key in EQUIVALENT for m in r.mutants)
+        judged = run - equiv
+        rate = f"{100 * dead / judged:.1f}%" if judged else "-"
+        print(f"{mod:34} {r.total:8} {run:5} {r.count('killed'):7} {r.count('timeout'):8} "
+              f"{r.count('survived'):9} {equiv:7} {rate:>10}" + (f"  ({r.note[:60]})" if r.note else ""))
+        all_run += run
+        all_dead += dead
+        all_equiv += equiv
+    judged = all_run - all_equiv
+    if judged:
+        print(f"{'all':34} {'':8} {all_run:5} {'':7} {'':8} {'':9} {all_equiv:7} "
+              f"{100 * all_dead / judged:9.1f}%")
+    survivors = [m for r in results.values() for m in r.mutants if m.outcome == "survived"]
+    if survivors:
+        print("\nsurvivors:")
+        for m in survivors:
+            why = EQUIVALENT.get(m.key)
+            print(f"  {m.label()}" + (f"\n      equivalent: {why}" if why else "")
+                  + f"\n      key: {m.key}")
+    errors = [m for r in results.values() for m in r.mutants if m.outcome == "error"]
+    for m in errors:
+        print(f"  error: {m.label()}: {m.detail}")
+    return 1 if any(m.key not in EQUIVALENT for m in survivors) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
