@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "Audit a crawl: broken links and their referrers, redirects, duplicates."),
     "why": ("why", "Explain why a URL is or is not fetched, or why a host waits."),
     "index": ("index", "Build or query the CDXJ index of the WARC files."),
+    "check": ("check", "Verify a crawl directory and repair what can be repaired (an fsck)."),
     "spool": ("spool", "Inspect and feed durable spools (LMDB queues between stages)."),
     "testweb": ("testweb", "Serve the bundled synthetic web on loopback and audit politeness."),
 }

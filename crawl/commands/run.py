@@ -93,7 +93,11 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     library functions as the separate commands and a durable spool between
     fetching and parsing, so a crash anywhere loses nothing. Running the same
     command again on the same --dir resumes where it stopped; seeds already
-    seen are not added twice. Fetching never runs more than 1,000 results
+    seen are not added twice. A resumed run first checks the tails of the
+    WARC files the last run wrote: a file cut short since is said on stderr
+    and its pages are fetched again (`crawl check` checks everything). A
+    full disk stops the run with one line naming the file (exit status 1);
+    run again once there is room. Fetching never runs more than 1,000 results
     ahead of parsing (leasing pauses until the parse side catches up), so
     links reach the frontier promptly and a --duration run ends on time.
 
@@ -139,6 +143,8 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     report = Report("run")
     display = make_display(kw["progress"], kw["interval"])
     try:
+        for line in crawl.check_last_files():  # a WARC file cut short since: its pages go back
+            report.warn(line)
         _remember_seeds(crawl, urls)
         if not urls and crawl.finished() and not crawl.stopping:
             raise UsageError("nothing to crawl: give seed URLs (arguments or --seeds FILE)")

@@ -6,14 +6,18 @@ and written by :mod:`.io`, which also runs a stage's batch loop (read a
 batch, process, write, then acknowledge). :mod:`.state` lays out a crawl
 directory and opens its LMDB environments, each data file checked first
 (:mod:`.envcheck`) and its failures named (:mod:`.guard`); :mod:`.atomic`
-rewrites small files whole; :mod:`.errors` holds the
-exceptions that become one ``crawl: error:`` line and an exit status;
+rewrites small files whole; :mod:`.dirlock` keeps a repair and a run
+apart; :mod:`.errors` holds the exceptions that become one ``crawl: error:``
+line and an exit status;
 :mod:`.maptrim` gives back the page cache of memory-mapped files; and
 :mod:`.identity` is who the crawler says it is.
 """
 
 from . import records as records
 from .atomic import replace_file as replace_file
+from .dirlock import DirLock as DirLock
+from .dirlock import own_dir as own_dir
+from .dirlock import share_dir as share_dir
 from .envcheck import verify_env as verify_env
 from .errors import CrawlError as CrawlError
 from .errors import DamagedState as DamagedState

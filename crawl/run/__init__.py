@@ -5,10 +5,14 @@
 functions; :mod:`.loop` is the async side (tasks, signals, the parse
 processes); :mod:`.crawllog` writes the crawl log; :mod:`.display` draws
 the live table and the summary; :mod:`.stats` gathers what a crawl
-directory holds for ``crawl stats``; :mod:`.options` keeps the settings a
+directory holds for ``crawl stats``; :mod:`.check` verifies and repairs
+one for ``crawl check``; :mod:`.options` keeps the settings a
 run decided with (scope, politeness), so ``crawl why`` can name its rules.
 """
 
+from .check import CheckReport as CheckReport
+from .check import check_dir as check_dir
+from .check import check_ndjson as check_ndjson
 from .crawl import Budgets as Budgets
 from .crawl import Crawl as Crawl
 from .crawl import RunOptions as RunOptions

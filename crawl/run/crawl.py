@@ -36,7 +36,17 @@ import orjson
 import trio
 
 from crawl.canon import CanonError
-from crawl.core import Batch, CrawlDir, CrawlError, Record, Spool, open_env, records, replace_file
+from crawl.core import (
+    Batch,
+    CrawlDir,
+    CrawlError,
+    Record,
+    Spool,
+    open_env,
+    records,
+    replace_file,
+    share_dir,
+)
 from crawl.dedupe import Deduper
 from crawl.fetch import FetchConfig, StoreOptions
 from crawl.frontier import Frontier, Politeness, enqueue_due
@@ -123,6 +133,7 @@ class Crawl:
             # robots.txt and the page can each take the whole timeout; a lease
             # must outlive both, or a slow host could be leased twice at once.
             opts.lease_seconds = 2 * lim.total + lim.connect + 30.0
+        self.dir_lock = share_dir(cdir.root)  # crawl check --repair waits for no one
         self.frontier = Frontier(cdir.frontier, opts.politeness)
         self.seen = SeenSet(cdir.seen)
         self.dedupe = Deduper(cdir.dedupe)
@@ -137,6 +148,9 @@ class Crawl:
         self.hostcap = self.state.open_db(b"host-admitted")
         self.meta = self.state.open_db(b"meta")
         self.progress = Progress(self._meta_int(b"pages"))
+        raw = self._meta(b"warc-files")
+        self.last_warc_files: list[str] = orjson.loads(raw) if raw else []  # the previous run's
+        self.warc_files: set[str] = set()  # this run's
         self.stopping = ""  # why leasing stopped ("" while running)
         self.fetch_done = False
         self.deadline = time.time() + opts.budgets.duration if opts.budgets.duration else math.inf
@@ -149,13 +163,27 @@ class Crawl:
         self.frontier.close()
         self.graph.close()
         self.fetched.close()
+        self.dir_lock.release()
 
     # -- admission: scope, per-host cap, seen, frontier ---------------------
 
-    def _meta_int(self, key: bytes) -> int:
+    def _meta(self, key: bytes) -> bytes | None:
         with self.state.begin() as txn:
             raw = txn.get(key, db=self.meta)
+        return bytes(raw) if raw is not None else None
+
+    def _meta_int(self, key: bytes) -> int:
+        raw = self._meta(key)
         return int(raw) if raw else 0
+
+    def check_last_files(self) -> list[str]:
+        """On resume: do the WARC files the last run wrote still hold every record
+        their index names? What is found is returned as lines for stderr, and the
+        pages whose records are gone are queued again (crawl/run/check.py)."""
+        from .check import check_tails
+
+        return check_tails(self.cdir, self.frontier, self.last_warc_files, time.time())
+
 
     def admit(self, recs: list[Record], now: float) -> dict[str, int]:
         """Put new, in-scope URLs into the frontier; then mark them seen."""
@@ -300,8 +328,13 @@ class Crawl:
             pages += outcome in ("ok", "not-modified")
         self.progress.results += len(recs)
         self.progress.pages += pages
+        files = {r["warc"].get("file") for r in recs if isinstance(r.get("warc"), dict)}
+        new = {f for f in files if isinstance(f, str)} - self.warc_files
         with self.state.begin(write=True) as txn:
             txn.put(b"pages", str(self.progress.pages).encode(), db=self.meta)
+            if new:  # what the next run checks when it resumes
+                self.warc_files |= new
+                txn.put(b"warc-files", orjson.dumps(sorted(self.warc_files)), db=self.meta)
 
     # -- the parse side: fetched spool -> links -> frontier ------------------
 

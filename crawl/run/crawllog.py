@@ -49,7 +49,8 @@ class CrawlLog:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rotate_bytes = rotate_bytes
-        self._cctx = zstandard.ZstdCompressor(level=3)
+        # checksummed: a frame damaged on disk fails to decode instead of giving garbage
+        self._cctx = zstandard.ZstdCompressor(level=3, write_checksum=True)
         self._lock = threading.Lock()  # a compressor is not thread-safe; crawl run writes from two threads
         existing = sorted(self.dir.glob("crawl-*.ndjson.zst"))
         self._n = int(existing[-1].name[6:12]) if existing else 1
@@ -59,8 +60,10 @@ class CrawlLog:
                 good = _good_length(cur)
                 if good != cur.stat().st_size:
                     # A crash tore the last frame: cut it off so appends stay
-                    # readable. Under the lock: another process (a parse child)
-                    # may be appending, and a half-written frame is not torn.
+                    # readable. Only a torn tail: frames after an overwritten
+                    # stretch are kept (readers skip the stretch). Under the
+                    # lock: another process (a parse child) may be appending,
+                    # and a half-written frame is not torn.
                     os.truncate(cur, good)
 
     @property
@@ -123,34 +126,92 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+_MAGIC = b"\x28\xb5\x2f\xfd"  # every zstd frame starts with it (RFC 8878, 3.1.1)
+_STEP = 1 << 16
+_MAX_FRAME = 256 << 20  # no batch of events comes near it: more is damage
+
+
+def _frame_at(view: memoryview, pos: int) -> tuple[int, bytes] | None:
+    """(end, content) of the whole frame that starts at ``pos``, or None.
+
+    Fed in 64 KiB pieces: handing the decoder the rest of the file for every
+    frame copied it each time (10 MB of 2,000 frames took 7 s; now 0.05 s).
+    """
+    d = zstandard.ZstdDecompressor().decompressobj()
+    parts, size, at, n = [], 0, pos, len(view)
+    try:
+        while not d.eof:
+            if at >= n:
+                return None  # the file ends inside the frame
+            chunk = view[at:at + _STEP]
+            at += len(chunk)
+            out = d.decompress(chunk)
+            size += len(out)
+            if size > _MAX_FRAME:
+                return None
+            parts.append(out)
+    except zstandard.ZstdError:
+        return None
+    return at - len(d.unused_data), b"".join(parts)
+
+
+def pieces(data: bytes) -> Iterator[tuple[str, int, int, bytes]]:
+    """(kind, start, end, content) over a whole log file: ``frame`` for each whole
+    frame, ``damaged`` for bytes between frames that are not one (overwritten),
+    ``torn`` for an incomplete last frame. After damage, reading resumes at the
+    next offset where a whole frame starts, so one bad frame costs its own
+    events, not every event after it."""
+    view = memoryview(data)
+    pos, n = 0, len(data)
+    while pos < n:
+        got = _frame_at(view, pos)
+        if got is not None:
+            end, out = got
+            yield "frame", pos, end, out
+            pos = end
+            continue
+        nxt = data.find(_MAGIC, pos + 1)
+        while nxt != -1 and _frame_at(view, nxt) is None:
+            nxt = data.find(_MAGIC, nxt + 1)
+        if nxt == -1:
+            yield "torn", pos, n, b""
+            return
+        yield "damaged", pos, nxt, b""
+        pos = nxt
+
+
 def _frames(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(end offset, decompressed bytes) of each complete frame; stops at a torn one."""
-    pos = 0
-    while pos < len(data):
-        d = zstandard.ZstdDecompressor().decompressobj()
-        try:
-            out = d.decompress(data[pos:])
-        except zstandard.ZstdError:
-            return
-        if not d.eof:
-            return
-        pos = len(data) - len(d.unused_data)
-        yield pos, out
+    """(end offset, decompressed bytes) of each whole frame, past any damage."""
+    for kind, _start, end, out in pieces(data):
+        if kind == "frame":
+            yield end, out
 
 
 def _good_length(path: Path) -> int:
-    return max((end for end, _ in _frames(path.read_bytes())), default=0)
+    """Where a torn last frame starts (the file's length if there is none)."""
+    data = path.read_bytes()
+    good = len(data)
+    for kind, start, _end, _out in pieces(data):
+        good = start if kind == "torn" else len(data)
+    return good
 
 
 def read_log(directory: str | os.PathLike[str], warn: Any = None) -> Iterator[Record]:
-    """Every event in the log, oldest first; a torn final frame ends a file."""
+    """Every event in the log, oldest first. A torn last frame ends a file; an
+    overwritten stretch is skipped and reading goes on after it (``warn`` says
+    so), as does a line that is not JSON."""
     for path in sorted(Path(directory).glob("crawl-*.ndjson.zst")):
-        data = path.read_bytes()
-        good = 0
-        for end, out in _frames(data):
-            good = end
+        for kind, start, end, out in pieces(path.read_bytes()):
+            if kind != "frame":
+                if warn:
+                    what = "torn last frame" if kind == "torn" else "damaged bytes"
+                    warn(f"{path.name}: {what} at offset {start} ({end - start} bytes) skipped")
+                continue
             for line in out.splitlines():
-                if line:
+                if not line:
+                    continue
+                try:
                     yield orjson.loads(line)
-        if good != len(data) and warn:
-            warn(f"{path.name}: torn last frame ({len(data) - good} bytes) skipped")
+                except orjson.JSONDecodeError:
+                    if warn:
+                        warn(f"{path.name}: a line in the frame at offset {start} is not JSON; skipped")

@@ -13,7 +13,6 @@ into one sorted ``index.cdxj``.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,8 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 import orjson
+
+from crawl.core import replace_file
 
 INDEX_NAME = "index.cdxj"
 _WARC_SUFFIXES = (".warc.gz", ".warc.zst", ".warc")
@@ -136,12 +137,7 @@ def build(warc_dir: Path, *, rescan: bool = False) -> tuple[Path, int]:
         lines.extend(_lines_from_warc(wf) if got is None else got)
     lines.sort()
     out = warc_dir / INDEX_NAME
-    tmp = out.with_suffix(".tmp")
-    with open(tmp, "wb") as fh:
-        fh.writelines(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, out)
+    replace_file(out, lambda fh: fh.writelines(lines))  # no temp file left, even on a full disk
     return out, len(lines)
 
 
