@@ -154,6 +154,16 @@ def test_lease_fields_pass_through(srv: Server, tmp_path: Path) -> None:
     assert again["outcome"] == "ok" and again["lease"] == "L1"
 
 
+def test_a_redirect_past_five_in_a_row_is_stored_not_followed(srv: Server, tmp_path: Path) -> None:
+    url = srv.url("allow.test", "/redirect")
+    plain, fourth, sixth = run_batch(tmp_path / "D", [url, {"kind": "url", "url": url, "hops": 4},
+                                                      {"kind": "url", "url": url, "hops": 5}], hosts_text())
+    assert plain["outcome"] == fourth["outcome"] == "redirect" and "hops" not in plain
+    assert sixth["outcome"] == "redirect-limit" and sixth["hops"] == 5 and sixth["status"] == 301
+    assert sixth["location"] == srv.url("allow.test", "/ok-target") and "not followed" in sixth["error"]
+    assert "warc" in sixth  # the response is archived like any other
+
+
 def test_content_type_option(srv: Server, tmp_path: Path) -> None:
     r = fetch(srv, tmp_path, "/image", content_types=("*/*",))[0]
     assert r["outcome"] == "ok" and r["bytes"] > 2_000_000
