@@ -254,6 +254,11 @@ class Connection:
             raise NetworkError(f"write failed: {exc}") from exc
         resp = Response(self)
         seen = 0
+        # The parser is fed whole lines of the head: llhttp hands a status reason or a
+        # header value that arrives in pieces to httptools, which joins the pieces by
+        # concatenation, so a head dribbled a byte per read cost n*n copying (a 100 KiB
+        # head: 5 GB). Reads that end no line are held until one does.
+        held = bytearray()
         while not resp._head_done:
             try:
                 data = await self.receive()
@@ -264,9 +269,14 @@ class Connection:
             if not data:
                 if reused and seen == 0:
                     raise StaleConnection("kept-alive connection closed by the server")
+                if held:
+                    resp._feed(bytes(held))  # a malformed head says so
                 raise ProtocolError("server disconnected without sending a complete response head")
             seen += len(data)
-            resp._feed(data)
+            held += data
+            if b"\n" in data or seen > MAX_HEAD:
+                resp._feed(bytes(held))
+                held.clear()
             if not resp._head_done and seen > MAX_HEAD:
                 raise ProtocolError(f"response head too large: over {MAX_HEAD} bytes without its end")
         return resp
