@@ -16,6 +16,16 @@ in a walk over only ``base``, ``meta``, ``link`` and ``title``, and hands out
 the links as a :class:`LinkStream`, made one at a time: the parse stage stops
 taking them at its links-per-page cap and only counts the rest, so a page of
 60,000 links costs little more than its tree past the cap.
+
+The work of one page is bounded twice: :mod:`crawl.parse.budget` finds, before
+the parse, where a count (tags, attributes, stack walks) says libxml2 must stop
+reading; and libxml2 is fed the page in slices of :data:`SLICE` bytes, with a
+look at this thread's CPU time between two, so that what no count foresaw
+still ends within :data:`CPU_BUDGET` (limit "time"). Either way the page says
+where it was cut (:attr:`HtmlPage.limit`, :attr:`HtmlPage.limit_at`). The walk
+over the tree needs no clock: the tag cap bounds the elements it visits, the
+links-per-page cap the links it makes, and :data:`ANCHOR_NODES` the elements
+looked at for one link's text.
 """
 
 from __future__ import annotations
@@ -23,9 +33,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
+from time import thread_time
 from typing import Any, NamedTuple
 
 from lxml import etree
+
+from . import budget
 
 # Tags we look at, in C-filtered walks of the tree: the page's facts, then
 # the link-bearing elements in document order.
@@ -83,6 +97,11 @@ class HtmlPage:
     robots: set[str] = field(default_factory=set)
     title: str | None = None
     error: str | None = None
+    # Why the parse stopped short of the end of the page (a budget.REASONS entry,
+    # "time", or "depth" when libxml2 gave up at its nesting limit), and where
+    # (a byte offset in the UTF-8 page; None for "depth").
+    limit: str | None = None
+    limit_at: int | None = None
 
 
 # Comments and processing instructions never hold links; dropping them keeps
@@ -103,50 +122,105 @@ _TREE_PARSER = etree.HTMLParser(**_PARSER_OPTIONS)
 _END_HTML = re.compile(rb"</html", re.I)
 _MARKUP = re.compile(rb"<[A-Za-z]")
 
+# Seconds of this thread's CPU libxml2 may spend on one page: a safety net, far
+# above what the counts of crawl.parse.budget let through (~50 ms here), so that
+# a busy machine does not cut ordinary pages (and change their links).
+CPU_BUDGET = 1.0
+SLICE = 16 << 10  # libxml2 is fed this much between two looks at the clock
 
-def _markup_after_end(utf8: bytes) -> bool:
+
+def _markup_after_end(utf8: bytes, end: int) -> bool:
     """Is there markup after the first ``</html>`` end tag? (libxml2 drops it.)
 
     One case-insensitive scan (~1 GB/s); measured cheaper than always using
     the pull parser.
     """
-    m = _END_HTML.search(utf8)
-    return m is not None and _MARKUP.search(utf8, m.end()) is not None
+    m = _END_HTML.search(utf8, 0, end)
+    return m is not None and _MARKUP.search(utf8, m.end(), end) is not None
 
 
 def _elements(utf8: bytes) -> tuple[list[etree._Element], str | None]:
     """The elements of :data:`_TAGS` in document order, and a parse error if any."""
-    src, error = _document(utf8)
+    src, error, _ = _document(utf8)
     return (list(src.iter(*_TAGS)) if isinstance(src, etree._Element) else src), error
 
 
-def _document(utf8: bytes) -> tuple[etree._Element | list[etree._Element], str | None]:
-    """The parsed tree, or the elements of :data:`_TAGS` in document order.
+def _slice_end(utf8: bytes, start: int, end: int) -> int:
+    """Where the slice that starts at ``start`` ends: before a '<' if there is one in
+    reach (so a cut never splits a tag), else not inside a UTF-8 sequence."""
+    stop = start + SLICE
+    if stop >= end:
+        return end
+    lt = utf8.rfind(b"<", start + 1, stop)
+    if lt > 0:
+        return lt
+    while stop > start + 1 and 0x80 <= utf8[stop] < 0xC0:
+        stop -= 1
+    return stop
 
-    Two ways to the same elements. The fast one builds the tree, which is
-    then walked with a C-level tag filter. libxml2 2.14's tree builder,
-    though, drops all markup after ``</html>``, which browsers (and so link
-    authors) treat as part of the body; for such pages an ``HTMLPullParser``
-    with the same tag filter is used, whose start events still report those
-    elements (returned as a list).
+
+def _feed(parser: Any, utf8: bytes, end: int, deadline: float | None) -> int | None:
+    """Feed ``utf8[:end]`` to ``parser`` slice by slice; the offset where the CPU
+    budget ran out, if it did (what was fed is parsed, the rest is not)."""
+    pos = 0
+    while pos < end:
+        stop = _slice_end(utf8, pos, end)
+        parser.feed(utf8[pos:stop])
+        pos = stop
+        if deadline is not None and pos < end and thread_time() > deadline:
+            return pos
+    return None
+
+
+def _document(utf8: bytes, end: int | None = None, deadline: float | None = None
+              ) -> tuple[etree._Element | list[etree._Element], str | None, int | None]:
+    """The parsed tree (or the elements of :data:`_TAGS` in document order), a parse
+    error if any, and the offset where the CPU budget stopped the parse, if it did.
+
+    Only ``utf8[:end]`` is read. Two ways to the same elements. The fast one
+    builds the tree, which is then walked with a C-level tag filter.
+    libxml2 2.14's tree builder, though, drops all markup after ``</html>``,
+    which browsers (and so link authors) treat as part of the body; for such
+    pages an ``HTMLPullParser`` with the same tag filter is used, whose
+    start events still report those elements (returned as a list). Both are
+    fed in slices (:func:`_feed`), which costs no more than one call.
     """
-    if not _markup_after_end(utf8):
+    end = len(utf8) if end is None else end
+    stopped = None
+    if not _markup_after_end(utf8, end):
+        parser = _TREE_PARSER
         try:
-            root = etree.fromstring(utf8, _TREE_PARSER)
+            stopped = _feed(parser, utf8, end, deadline)
         except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
-            return [], f"unparsable HTML: {exc}"
+            _reset(parser)
+            return [], f"unparsable HTML: {exc}", None
+        try:
+            root = parser.close()
+        except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
+            return [], f"unparsable HTML: {exc}", None
         if root is None:
-            return [], "unparsable HTML: no document element"
-        return root, _stopped_early(_TREE_PARSER.error_log)
-    parser = etree.HTMLPullParser(events=("start",), tag=_TAGS, **_PARSER_OPTIONS)
+            return [], "unparsable HTML: no document element", None
+        return root, _stopped_early(parser.feed_error_log), stopped
+    pull = etree.HTMLPullParser(events=("start",), tag=_TAGS, **_PARSER_OPTIONS)
     error = None
     try:
-        parser.feed(utf8)
-        parser.close()
+        stopped = _feed(pull, utf8, end, deadline)
+        pull.close()
     except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
         error = f"unparsable HTML: {exc}"
     # Read the events even after an error: whatever was parsed is kept.
-    return [el for _, el in parser.read_events()], error or _stopped_early(parser.error_log)
+    return [el for _, el in pull.read_events()], error or _stopped_early(pull.feed_error_log), stopped
+
+
+def _reset(parser: Any) -> None:
+    """End a feed that failed, so that the shared parser starts the next page afresh."""
+    try:
+        parser.close()
+    except (etree.ParserError, etree.XMLSyntaxError, ValueError):
+        pass
+
+
+DEPTH_ERROR = "elements nested deeper than 2048: the rest of the page was not read"
 
 
 def _stopped_early(log: Any) -> str | None:
@@ -155,7 +229,7 @@ def _stopped_early(log: Any) -> str | None:
         return None
     for entry in log:
         if "Excessive depth" in entry.message:
-            return "elements nested deeper than 2048: the rest of the page was not read"
+            return DEPTH_ERROR
     return None
 
 
@@ -191,6 +265,34 @@ def robots_directives(values: list[str], agent: str) -> set[str]:
     return out
 
 
+ANCHOR_NODES = 64  # elements of a link looked at for its text (links nested in links
+# each hold the rest of the page: serialising them whole was quadratic)
+
+
+def _subtree_text(el: etree._Element, want: int) -> str:
+    """The text inside ``el`` in document order, as ``tostring(method="text")`` gives
+    it, but stopping after ``want`` characters or :data:`ANCHOR_NODES` elements."""
+    parts: list[str] = []
+    size = 0
+    nodes = 0
+    for event, node in etree.iterwalk(el, events=("start", "end")):
+        if event == "start":
+            nodes += 1
+            if nodes > ANCHOR_NODES:
+                break
+            piece = node.text
+        elif node is el:
+            break
+        else:
+            piece = node.tail
+        if piece:
+            parts.append(piece)
+            size += len(piece)
+            if size >= want:
+                break
+    return "".join(parts)
+
+
 def anchor_text(el: etree._Element | None, limit: int) -> str:
     """The visible text of a link, white space collapsed, at most ``limit`` chars."""
     if el is None or limit <= 0:
@@ -203,11 +305,11 @@ def anchor_text(el: etree._Element | None, limit: int) -> str:
     elif el.tag == "area":
         text = el.get("alt") or ""
     else:
-        text = etree.tostring(el, method="text", encoding=str, with_tail=False)
+        text = _subtree_text(el, limit * 4)
         if not text.strip():
             text = el.get("title") or el.get("aria-label") or ""
             if not text:
-                img = next(el.iter("img"), None)
+                img = next((e for e in islice(el.iter(), ANCHOR_NODES) if e.tag == "img"), None)
                 text = (img.get("alt") or "") if img is not None else ""
     if len(text) <= limit and text.isprintable() and "  " not in text and text.strip() == text:
         return text  # nothing to collapse or cut
@@ -323,19 +425,30 @@ class LinkStream:
         return n
 
 
-def scan(utf8: bytes, agent: str = "crawl") -> tuple[HtmlPage, LinkStream]:
+def scan(utf8: bytes, agent: str = "crawl", deadline: float | None = None
+         ) -> tuple[HtmlPage, LinkStream]:
     """Parse a UTF-8 HTML document: its facts now, its links as a stream.
 
     The page's ``links`` list stays empty; the links come from the stream,
     in document order. Never raises on content: a document libxml2 cannot
     make a tree of (binary junk, an empty body) yields a page with ``error``
-    set and an empty stream.
+    set and an empty stream. The parse stops at the first bound of
+    :mod:`crawl.parse.budget` the page breaks, or when this thread's CPU time
+    passes ``deadline`` (a :func:`time.thread_time` value; None: no deadline);
+    ``limit`` and ``limit_at`` say so.
     """
     page = HtmlPage()
     if not utf8.strip():
         page.error = "empty document"
         return page, LinkStream((), agent, False)
-    src, page.error = _document(utf8)
+    cut = budget.limit(utf8)
+    src, page.error, stopped = _document(utf8, cut.at if cut else None, deadline)
+    if stopped is not None:
+        page.limit, page.limit_at = "time", stopped
+    elif cut is not None:
+        page.limit, page.limit_at = cut.reason, cut.at
+    elif page.error == DEPTH_ERROR:
+        page.limit = "depth"
     if isinstance(src, etree._Element):
         head: Iterable[etree._Element] = src.iter(*_HEAD_TAGS)
         body: Iterable[etree._Element] = src.iter(*_LINK_TAGS)
@@ -360,8 +473,8 @@ def scan(utf8: bytes, agent: str = "crawl") -> tuple[HtmlPage, LinkStream]:
         elif tag == "base":
             if page.base is None and el.get("href") is not None:
                 page.base = el.get("href")
-        elif tag == "title" and page.title is None:
-            page.title = " ".join((el.text or "").split())[:200]
+        elif tag == "title" and page.title is None:  # split() only what can make 200 chars
+            page.title = " ".join((el.text or "")[:4096].split())[:200]
     if robots:
         page.robots = robots_directives(robots, agent)
     return page, LinkStream(body, agent, page.canonical is not None)

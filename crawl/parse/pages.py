@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from time import thread_time
 from typing import Any, Protocol
 
 import ada_url
@@ -54,7 +55,8 @@ ANCHOR_CHARS = 100
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/html"})
 _SNIFF_TYPES = frozenset({"", "application/octet-stream", "unknown/unknown"})
 _HTML_SNIFF = re.compile(rb"<(?:!doctype\s+html|html|head|body|title|a\s|meta|div|p[\s>])", re.I)
-_LINK_CANONICAL = re.compile(r"""<([^>]*)>\s*;[^,<]*?\brel\s*=\s*"?canonical\b""", re.I)
+# No '<' inside the <...>: with [^>]* a header of many '<' took quadratic time (100 KB: minutes)
+_LINK_CANONICAL = re.compile(r"""<([^<>]*)>\s*;[^,<]*?\brel\s*=\s*"?canonical\b""", re.I)
 _DEMOTING_RELS = frozenset({"ugc", "sponsored"})
 _trap_check = traps.check
 _trap_clean = traps._clean
@@ -83,6 +85,8 @@ class ParseConfig:
     rejects: bool = False
     canon: CanonConfig = DEFAULT
     traps: traps.TrapPolicy = field(default_factory=traps.TrapPolicy)
+    # CPU seconds libxml2 may spend on one HTML page (crawl.parse.links); None: no limit
+    cpu_budget: float | None = links.CPU_BUDGET
 
     def with_max_url_length(self, n: int) -> ParseConfig:
         return replace(self, canon=replace(self.canon, max_length=n))
@@ -240,11 +244,12 @@ def _page_event(url: str, parent: Record, now: float | None, **fields: Any) -> R
 def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: str,
                 em: _Emitter, cfg: ParseConfig) -> dict[str, Any]:
     r = em.result
+    deadline = None if cfg.cpu_budget is None else thread_time() + cfg.cpu_budget
     detected = charset.detect(body, ctype)
     utf8, replaced = charset.to_utf8(body, detected)
     if replaced:
         r.add("charset_replaced")
-    page, stream = links.scan(utf8, cfg.agent)
+    page, stream = links.scan(utf8, cfg.agent, deadline)
     if page.error:
         r.add("parse_errors")
     if page.base:
@@ -290,11 +295,13 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
         if position >= POSITION_DEMOTE:
             penalty += 1
         emit(href, source, rels, position, source == "meta-refresh", penalty, element)
+    if page.limit is not None:
+        r.add("parse_limit")
     return {
         "type": "html", "charset": detected.encoding, "charset_source": detected.source,
         "replaced": replaced or None, "title": page.title or None, "noindex": noindex,
         "nofollow": nofollow, "canonical": canonical, "base": em.base if page.base else None,
-        "error": page.error,
+        "error": page.error, "parse_limit": page.limit, "parse_limit_at": page.limit_at,
     }
 
 

@@ -305,16 +305,34 @@ def _canonical(page: bytes, low: bytes, base_url: str | None) -> str | None:
     else, and a long page is not searched to its end for one. Found in
     ``low`` (the page lower-cased), read from ``page`` at the same offsets
     (lower-casing keeps every byte in place), so the URL keeps its case.
+
+    Read once, front to back: the last comment and script openers and
+    closers are carried from one ``<link`` to the next, a comment or script
+    is skipped to its end, and a link tag to its ``>``. (Searching the page
+    from its start at every ``<link``, and each tag to the page's next ``>``,
+    took minutes for a head of 200,000 of them.)
     """
     head = low.find(b"<body")
     if head < 0:
         head = len(low)
     if low.find(b"canonical", 0, head) < 0:
         return None
+    last = dict.fromkeys((b"<!--", b"-->", b"<script", b"</script"), -1)  # each one's last place before pos
+    seen = 0  # last holds what lies before seen
     pos = low.find(b"<link", 0, head)
     while pos >= 0:
+        for mark in _MARKS.finditer(low, seen, pos):  # none straddles seen or pos: both hold '<link'
+            last[mark.group()] = mark.start()
+        seen = pos
+        if last[b"<!--"] > last[b"-->"] or last[b"<script"] > last[b"</script"]:
+            closer = b"-->" if last[b"<!--"] > last[b"-->"] else b"</script"
+            end = low.find(closer, pos, head)  # nothing in there is a tag
+            if end < 0:
+                return None
+            pos = low.find(b"<link", end, head)
+            continue
         m = _LINK.match(low, pos)
-        if m and not _inside(low, pos, b"<!--", b"-->") and not _inside(low, pos, b"<script", b"</script"):
+        if m and low.find(b"canonical", pos, m.end()) >= 0:
             attrs: dict[bytes, bytes] = {}
             for a in _ATTR.finditer(page, *m.span(1)):
                 attrs.setdefault(a.group(1).lower(), a.group(2) or a.group(3) or a.group(4) or b"")
@@ -323,12 +341,11 @@ def _canonical(page: bytes, low: bytes, base_url: str | None) -> str | None:
                 if not base_url or href.startswith(("http://", "https://")):
                     return href  # absolute: urljoin would parse both URLs to hand it back (most pages)
                 return urljoin(base_url, href)
-        pos = low.find(b"<link", pos + 5, head)
+        pos = low.find(b"<link", max(pos + 5, m.end() if m else 0), head)
     return None
 
 
-def _inside(low: bytes, pos: int, opener: bytes, closer: bytes) -> bool:
-    return low.rfind(opener, 0, pos) > low.rfind(closer, 0, pos)
+_MARKS = re.compile(rb"<!--|-->|<script|</script")
 
 
 def _fold_str(s: str) -> str:
