@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench mutate lint man clean
+.PHONY: demo test bench mutate fuzz lint man clean
 
 $(STAMP): pyproject.toml setup.py crawl/text/_compiled.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,6 +26,15 @@ bench: $(STAMP)
 # make mutate MUTATE="--rev HEAD --module politeness --sample 10"
 mutate: $(STAMP)
 	$(BIN)/python scripts/mutate.py $(MUTATE)
+
+# Each fuzz target in turn, FUZZ_SECONDS apiece (coverage-guided with atheris);
+# what a run learns is kept in .fuzz/TARGET, a crashing input as .fuzz/TARGET/crash-*.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= robots canon record links http codings warc
+
+fuzz: $(STAMP)
+	@for t in $(FUZZ_TARGETS); do echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+	  $(BIN)/python tests/fuzz/fuzz.py $$t --seconds $(FUZZ_SECONDS) --max-len 65536 || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check crawl tests scripts
