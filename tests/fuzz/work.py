@@ -12,8 +12,9 @@ Two counts, both the same on every run of the same input:
   ``pending += chunk`` then ``split``, zlib's ``unused_data``) shows up here.
 
 Neither sees C code that works without allocating through Python (libxml2
-has its own allocator, regex backtracking allocates nothing): those shapes
-are measured in instructions by :mod:`native`, under valgrind.
+has its own allocator, regex backtracking allocates nothing); that needs an
+instruction count, which this machine's virtualised CPU does not offer and
+valgrind makes too slow for the test suite.
 
 Only frames whose file lies under one of ``include`` are traced; others
 (trio's scheduler, the test itself) run untraced, though what they
