@@ -364,6 +364,8 @@ def why_url(root: str | Path, url: str, now: float | None = None, referrers: int
     scope = run.scope.explain(curl, depth if depth is not None else 0)
     if depth is None:
         scope["note"] = "depth unknown (no fetch, frontier entry or stored referrer): judged at depth 0"
+    if not run.found and not run.scope.hosts:
+        scope.update(in_scope=None, reason=None, rule="not judged: no crawl run recorded a scope or seeds here")
     out["scope"] = scope
     out["robots"] = _robots_verdict(cd, curl, run, now)
     verdict = traps.check(curl, depth or 0, run.trap_policy)
@@ -452,7 +454,7 @@ def _url_verdict(w: dict[str, Any], now: float) -> tuple[str, str]:
     if trap and trap["action"] == "drop":
         return f"not admitted: dropped as a spider trap ({trap['heuristic']})", "trap"
     scope = w["scope"]
-    if not scope["in_scope"] and not (w["depth"]["depth"] is None and scope["reason"] == "max-depth"):
+    if scope["in_scope"] is False and not (w["depth"]["depth"] is None and scope["reason"] == "max-depth"):
         return f"not admitted: out of scope ({scope['reason']}): {scope['rule']}", str(scope["reason"])
     cap = w.get("host_cap")
     if cap and cap.get("admitted") is not None and cap["admitted"] >= cap["cap"]:
@@ -570,7 +572,8 @@ def format_url(w: dict[str, Any]) -> str:
         lines.append(_line("note", "no crawl run recorded its settings here: scope and politeness are the "
                                    "defaults"))
     s = w["scope"]
-    lines.append(_line("scope", ("in scope: " if s["in_scope"] else f"OUT ({s['reason']}): ") + str(s["rule"])))
+    verdict = {True: "in scope: ", False: f"OUT ({s['reason']}): ", None: ""}[s["in_scope"]]
+    lines.append(_line("scope", verdict + str(s["rule"])))
     d = w["depth"]
     lines.append(_line("depth", f"{d['depth']} (from {d['from']})" if d["depth"] is not None else "unknown"))
     r = w["robots"]
