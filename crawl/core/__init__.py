@@ -49,3 +49,4 @@ from .spool import Spool as Spool
 from .state import CrawlDir as CrawlDir
 from .state import close_env as close_env
 from .state import open_env as open_env
+from .state import verify_live as verify_live

@@ -88,6 +88,27 @@ def open_env(
     return env
 
 
+def verify_live(path: str | os.PathLike[str]) -> list[str]:
+    """:func:`~crawl.core.envcheck.verify_env`, safe beside a writer: a read
+    transaction is held while the file is walked, so no page of the commit
+    being read (or of any newer one) can be reused under the walk, and a live
+    crawl cannot make a sound file look damaged."""
+    p = Path(path)
+    if envcheck.problem(p) is not None or not (p / envcheck.DATA_FILE).exists():
+        return envcheck.verify_env(p)
+    shared = str(p.resolve()) in _OPEN
+    try:
+        env = open_env(p)
+    except StateError:
+        return envcheck.verify_env(p)
+    try:
+        with env.begin():
+            return envcheck.verify_env(p)
+    finally:
+        if not shared:
+            close_env(env)
+
+
 def close_env(env: GuardedEnv) -> None:
     """Close an environment opened with :func:`open_env` (shared per process)."""
     for key, e in list(_OPEN.items()):

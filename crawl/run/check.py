@@ -4,7 +4,7 @@ What is checked, each part read without trusting it:
 
 * every LMDB environment (``D/*/data.mdb``, ``D/spool/*/data.mdb``), with
   py-lmdb's offline verifier: plain reads, never the memory map, so a
-  damaged file gives findings instead of a crash (:func:`crawl.core.verify_env`);
+  damaged file gives findings instead of a crash (:func:`crawl.core.verify_live`);
 * every WARC file, record by record: where it stops being readable, and
   whether anything after that point is still a whole record;
 * the CDXJ sidecars and ``index.cdxj`` against the records the files hold;
@@ -46,7 +46,7 @@ from crawl.core import (
     own_dir,
     records,
     replace_file,
-    verify_env,
+    verify_live,
 )
 from crawl.dedupe import Deduper
 from crawl.frontier import Frontier, readd
@@ -80,7 +80,7 @@ class Finding:
 
     part: str  # lmdb, warc, index, pages, log
     path: str  # relative to the crawl directory
-    status: str  # ok, damaged, torn, stale, lost, missing, notice
+    status: str  # ok, notice (harmless), damaged, torn, stale, lost
     detail: str
     repair: str = ""  # what --repair does (did, once ``repaired``)
     repaired: bool = False
@@ -135,7 +135,7 @@ class _Pointers:
     def __init__(self, warc_dir: Path) -> None:
         self.dir = warc_dir
         self.files: dict[str, _WarcFile | None] = {}
-        self.read_past: dict[str, int] = {}  # file -> records read one by one past a damaged stretch
+        self.read_past: dict[str, set[int]] = {}  # file -> records read one by one past a damaged stretch
 
     def scan(self, name: str) -> _WarcFile | None:
         if name not in self.files:
@@ -160,7 +160,7 @@ class _Pointers:
             read_response(self.dir, {"file": name, "offset": off, "length": length})
         except CrawlError:
             return "gone"
-        self.read_past[name] = self.read_past.get(name, 0) + 1
+        self.read_past.setdefault(name, set()).add(off)
         return "ok"
 
 
@@ -205,7 +205,8 @@ def check_dir(root: str | os.PathLike[str], *, repair: bool = False, now: float 
         ptrs = _Pointers(cd.warc)
         _check_log(cd, rep, repair)
         lost, unparsed = _stored_pages(cd, ptrs, spool_lost=repair and "spool" in bad)
-        _check_warcs(cd, rep, ptrs, repair)
+        lost_in = {str(ptr.get("file")) for ptr, _ in lost.values() if isinstance(ptr, dict)}
+        _check_warcs(cd, rep, ptrs, repair, lost_in)
         if repair and "frontier" in bad:
             _reseed(cd, rep, now)  # lost pages are found again from the seeds
         else:
@@ -232,6 +233,12 @@ def _environments(cd: CrawlDir) -> Iterator[Path]:
                 yield data.parent
 
 
+def _environments_all(cd: CrawlDir) -> Iterator[Path]:
+    for pattern in ("*/data.mdb", "spool/*/data.mdb"):
+        for data in cd.root.glob(pattern):
+            yield data.parent
+
+
 def _check_envs(cd: CrawlDir, rep: CheckReport, repair: bool) -> set[str]:
     """Verify each environment; with ``repair`` move damaged ones aside (a damaged
     frontier takes seen and runstate along). Returns the damaged names (``spool``
@@ -239,7 +246,7 @@ def _check_envs(cd: CrawlDir, rep: CheckReport, repair: bool) -> set[str]:
     damaged: list[Path] = []
     for env in _environments(cd):
         rel = str(env.relative_to(cd.root))
-        found = verify_env(env)
+        found = verify_live(env)
         pages = (env / "data.mdb").stat().st_size // 4096
         if not found:
             rep.findings.append(Finding("lmdb", f"{rel}/data.mdb", "ok", f"sound ({pages:,} pages)"))
@@ -254,12 +261,18 @@ def _check_envs(cd: CrawlDir, rep: CheckReport, repair: bool) -> set[str]:
     if not repair:
         return found_names
     stamp = time.strftime("%Y%m%dT%H%M%S")
+    while any(env.with_name(f"{env.name}.damaged-{stamp}").exists() for env in _environments_all(cd)):
+        stamp += "x"  # a second repair within the same second
     names = {env.name for env in damaged if env.parent == cd.root}
     if "frontier" in names:  # a new frontier needs a new seen set, or nothing is admitted again
         for extra in ("seen", "runstate"):
             if (cd.sub(extra) / "data.mdb").exists() and extra not in names:
                 damaged.append(cd.sub(extra))
                 names.add(extra)
+                rep.findings.append(Finding("lmdb", f"{extra}/data.mdb", "notice",
+                                            "sound, but it belongs with the damaged frontier",
+                                            repair=f"set aside as {extra}.damaged-{stamp}: "
+                                                   f"{RESET_NOTES['frontier']}", repaired=True))
     for env in damaged:
         env.rename(env.with_name(f"{env.name}.damaged-{stamp}"))
     for f in rep.findings:
@@ -439,7 +452,9 @@ def requeue(cd: CrawlDir, fr: Frontier, events: list[Record], now: float) -> dic
 # -- WARC files and their index ---------------------------------------------------
 
 
-def _check_warcs(cd: CrawlDir, rep: CheckReport, ptrs: _Pointers, repair: bool) -> None:
+def _check_warcs(cd: CrawlDir, rep: CheckReport, ptrs: _Pointers, repair: bool, lost_in: set[str]) -> None:
+    """Each file's readable run; a stretch after it that holds the record of a stored
+    page (``lost_in``) or of an index line is a problem, else only a note."""
     if not cd.warc.is_dir():
         return
     for path in cdxj.warc_files(cd.warc):
@@ -453,17 +468,17 @@ def _check_warcs(cd: CrawlDir, rep: CheckReport, ptrs: _Pointers, repair: bool) 
             f = Finding("warc", rel, "ok", f"{n:,} responses and revisits, every record whole",
                         counts={"records": n})
         else:
-            past = ptrs.read_past.get(path.name, 0)
+            past = len(ptrs.read_past.get(path.name, ()))
             tail = wf.size - wf.good_end
             if past:
-                f = Finding("warc", rel, "damaged",
+                f = Finding("warc", rel, "damaged" if path.name in lost_in or stale else "notice",
                             f"unreadable from offset {wf.good_end:,} ({wf.error or 'trailing bytes'}); "
                             f"{past:,} records after it still read one by one",
                             repair="left in place (records after it are in use); the pages whose "
                                    "records it held are queued again",
                             repaired=repair, counts={"records": n})
             else:
-                f = Finding("warc", rel, "torn" if stale else "notice",
+                f = Finding("warc", rel, "torn" if path.name in lost_in or stale else "notice",
                             f"whole records end at {wf.good_end:,} of {wf.size:,} bytes; the last "
                             f"{tail:,} bytes are a torn record ({wf.error or 'trailing bytes'})",
                             repair="cut off after the last whole record", counts={"records": n})

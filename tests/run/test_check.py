@@ -213,3 +213,26 @@ def test_repair_waits_for_no_running_crawl(copy: Path) -> None:
     finally:
         hold.release()
     assert CrawlDir(copy).root.exists()
+
+
+def test_a_warc_overwritten_in_the_middle_loses_only_the_records_there(web: TestWeb, ref: Path,
+                                                                       copy: Path) -> None:
+    f = newest_warc(copy)
+    data = bytearray(f.read_bytes())
+    at = len(data) * 4 // 10
+    data[at:at + 200] = random.Random(7).randbytes(200)
+    f.write_bytes(bytes(data))
+    rc, recs = check(copy)
+    assert rc == 1
+    (warc,) = [r for r in recs if r.get("part") == "warc" and r["path"].endswith(f.name)]
+    assert warc["status"] == "damaged" and "still read one by one" in warc["detail"]
+    lost = sum(r["pages"] for r in recs if r.get("status") == "lost")
+    assert 1 <= lost <= 3  # the pages whose records were in the overwritten member(s), no more
+    assert check(copy, "--repair")[0] == 0
+    assert f.stat().st_size == len(data)  # left in place: records after the damage are in use
+    run(web, copy)
+    assert set(newest_stored(copy)) == set(newest_stored(ref))
+    assert all_readable(copy)
+    rc, recs = check(copy)
+    assert rc == 0  # the damaged stretch holds no stored page's record any more: a note
+    assert [r["status"] for r in recs if r.get("part") == "warc" and r["path"].endswith(f.name)] == ["notice"]
