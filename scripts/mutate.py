@@ -58,7 +58,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-FRONTIER_TESTS = ("tests/frontier/test_frontier.py", "tests/frontier/test_frontier_property.py",
+FRONTIER_TESTS = ("tests/frontier/test_frontier_expiry.py", "tests/frontier/test_frontier.py",
+                  "tests/frontier/test_frontier_property.py",
                   "tests/frontier/test_frontier_cli.py", "tests/frontier/test_frontier_kill.py")
 
 
@@ -78,17 +79,18 @@ TARGETS: dict[str, Target] = {
     "crawl/frontier/complete.py": Target(FRONTIER_TESTS),
     "crawl/frontier/ipslots.py": Target(FRONTIER_TESTS),
     "crawl/robots/fetch.py": Target(
-        ("tests/fetch/test_fetch_robots.py", "tests/fetch/test_fetch_testweb.py", "tests/robots/test_robots.py"),
+        ("tests/fetch/test_fetch_safety.py", "tests/fetch/test_fetch_robots.py", "tests/fetch/test_fetch_testweb.py",
+         "tests/robots/test_robots.py"),
         ("origin_of", "RobotsCache", "_info_from", "_info_async", "RobotsFetcher")),
     "crawl/robots/policy.py": Target(
         ("tests/robots/test_robots.py", "tests/fetch/test_fetch_robots.py"),
         ("for_status", "Robots._group", "Robots.decide", "Robots.allowed", "_Group.first_match", "_names",
          "_merge")),
     "crawl/net/dns.py": Target(
-        ("tests/net/test_dns.py", "tests/fetch/test_fetch_testweb.py", "tests/fetch/test_fetch.py"),
+        ("tests/net/test_dns.py", "tests/fetch/test_fetch_safety.py", "tests/fetch/test_fetch.py"),
         ("is_special", "_is_special", "AddressPolicy", "_permits")),
     "crawl/net/backend.py": Target(
-        ("tests/net/test_fetch_exchange.py", "tests/net/test_http1.py", "tests/fetch/test_fetch_testweb.py",
+        ("tests/fetch/test_fetch_safety.py", "tests/net/test_fetch_exchange.py", "tests/net/test_http1.py",
          "tests/fetch/test_fetch.py"),
         ("Dialer", "_tcp")),
     "crawl/seen/seenset.py": Target(("tests/seen/test_seen.py", "tests/seen/test_bloom.py")),
