@@ -19,7 +19,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 CRAWL = [sys.executable, "-m", "crawl"]
+
+from crawl.core import CrawlDir  # noqa: E402
+from crawl.run import results_where  # noqa: E402
 
 
 def say(text: str) -> None:
@@ -57,9 +61,8 @@ def main() -> int:
                        cwd=ROOT)
         say("index of the WARC files (crawl index)")
         subprocess.run([*CRAWL, "index", "--dir", str(crawl_dir)], cwd=ROOT)
-        warcs = sorted((crawl_dir / "warc").glob("*.warc*"))
-        print(f"WARC files: {len(warcs)} in {crawl_dir / 'warc'}; index: {crawl_dir / 'warc' / 'index.cdxj'}")
-        print(f"crawl log: {crawl_dir / 'log'}; state: crawl stats --dir {crawl_dir}")
+        for text in results_where(CrawlDir(crawl_dir)):  # the WARC files, not their .cdxj sidecars
+            print(text)
         first = (web / "seeds.txt").read_text().split()[0]
         print(f"read a page back:  crawl index --dir {crawl_dir} --url {first} --body | head")
     finally:

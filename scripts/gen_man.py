@@ -17,24 +17,33 @@ sys.path.insert(0, str(ROOT))
 
 from crawl import __version__  # noqa: E402
 from crawl.commands import COMMANDS, cli  # noqa: E402
+from crawl.commands._boundary import COMMAND_NOTES, STATUSES  # noqa: E402
 
-EXIT_STATUS = """.SH EXIT STATUS
-.TP
-.B 0
-success
-.TP
-.B 1
-error (a message on stderr says what to do)
-.TP
-.B 2
-usage error (bad flags or arguments)
-.TP
-.B 3
-\\-\\-strict was given and at least one input record was malformed
-.TP
-.B 130
-interrupted (Ctrl\\-C); state was committed before exiting
-"""
+
+def exit_status(name: str | None, cmd: click.Command) -> str:
+    """crawl(1) has the whole table; a command's page lists the statuses it can
+    return (3 only with a --strict flag), with what each means for it."""
+    rows = [".SH EXIT STATUS"]
+    for status, (meaning, who) in STATUSES.items():
+        if name is not None and who == "strict" and not _has_strict(cmd):
+            continue
+        notes = [(n, by[status]) for n, by in sorted(COMMAND_NOTES.items())
+                 if status in by and (name is None or n == name)]
+        text = meaning + "".join(f". For crawl {n}: {note}" for n, note in notes)
+        rows.append(f".TP\n.B {status}\n{_esc(text)}")
+    if name is None:
+        rows.append(".PP\nA command killed by a signal it does not handle ends as the shell "
+                    "reports it (128 + the signal's number, 143 for SIGTERM).")
+    return "\n".join(rows) + "\n"
+
+
+def _has_strict(cmd: click.Command) -> bool:
+    if any(p.name == "strict" for p in cmd.params):
+        return True
+    if isinstance(cmd, click.Group):
+        ctx = click.Context(cmd)
+        return any(_has_strict(c) for n in cmd.list_commands(ctx) if (c := cmd.get_command(ctx, n)))
+    return False
 
 
 def _esc(text: str) -> str:
@@ -99,7 +108,7 @@ def render(name: str | None) -> str:
         title, cmd, purpose = "crawl", cli, "a polite, durable web crawler made of small commands"
         body = _help_body(cli) + "\n.SH COMMANDS\n" + "\n".join(
             f".TP\n.BR crawl\\-{n} (1)\n{_esc(COMMANDS[n][1])}" for n in cli.list_commands(root)
-        ) + "\n.SH ENVIRONMENT\n.TP\n.B CRAWL_DIR\ndefault for \\-\\-dir\n.TP\n.B CRAWL_TRACEBACK\nshow Python tracebacks on errors\n"
+        ) + "\n.SH ENVIRONMENT\n.TP\n.B CRAWL_DIR\ndefault for \\-\\-dir\n.TP\n.B CRAWL_TRACEBACK\nset to 1: print the Python traceback of an error before its one crawl: error: line (as crawl \\-\\-traceback does)\n"
     else:
         title, cmd, purpose = f"crawl-{name}", cli.get_command(root, name), COMMANDS[name][1]
         assert cmd is not None
@@ -110,7 +119,7 @@ def render(name: str | None) -> str:
         f".SH DESCRIPTION\n"
     )
     see = "\n.SH SEE ALSO\n.BR crawl (1)\n" if name else ""
-    return head + body + "\n" + EXIT_STATUS + see
+    return head + body + "\n" + exit_status(name, cmd) + see
 
 
 def pages() -> dict[str, str]:

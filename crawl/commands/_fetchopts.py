@@ -21,6 +21,8 @@ from crawl.fetch import DEFAULT_TYPES, DEFAULT_USER_AGENT, FetchConfig, StoreOpt
 from crawl.net import AddressPolicy, Limits, load_hosts
 from crawl.robots import agent_token
 
+from ._common import POSITIVE_DURATION
+
 _OPTIONS = [
     click.option("--resolve-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
                  help="Hosts-format file ('ADDRESS NAME [NAME...]', # comments) that maps names to "
@@ -36,9 +38,10 @@ _OPTIONS = [
                       "selects the robots.txt group."),
     click.option("-c", "--concurrency", type=click.IntRange(1, 4096), default=256, show_default=True,
                  help="Requests in flight at once (across hosts; the frontier keeps one per host)."),
-    click.option("--connect-timeout", type=float, default=10.0, show_default=True, help="Seconds to connect."),
-    click.option("--timeout", type=float, default=30.0, show_default=True,
-                 help="Seconds for the whole exchange (headers and body)."),
+    click.option("--connect-timeout", type=POSITIVE_DURATION, default=10.0, show_default=True,
+                 help="Time to connect (30, 5s, 1m: any duration)."),
+    click.option("--timeout", type=POSITIVE_DURATION, default=30.0, show_default=True,
+                 help="Time for the whole exchange (headers and body)."),
     click.option("--max-body", type=int, default=5_000_000, show_default=True,
                  help="Body bytes kept; a longer body is stored truncated (outcome too-large)."),
     click.option("--max-decoded", type=int, default=50_000_000, show_default=True,
@@ -47,16 +50,22 @@ _OPTIONS = [
                  help="Content types whose body is read (repeatable; '*/*' for all). Default: "
                       + ", ".join(DEFAULT_TYPES) + " and */*+xml."),
     click.option("--ignore-robots", is_flag=True, help="Do not fetch or obey robots.txt (your own sites only)."),
+    click.option("--robots-retry", type=POSITIVE_DURATION, default=60.0, show_default=True,
+                 help="First wait before asking again for a robots.txt that answered 5xx or timed "
+                      "out (meanwhile the host's URLs stay queued); doubled per failed check up to "
+                      "30 min. A Retry-After on the answer wins."),
     click.option("--no-conditional", is_flag=True, help="Never send If-None-Match / If-Modified-Since."),
     click.option("--warc-compression", type=click.Choice(["gzip", "zstd", "none"]), default="gzip",
                  show_default=True, help="Per-record gzip (default) or zstd (.warc.zst, IIPC proposal)."),
     click.option("--warc-size", type=int, default=1 << 30, show_default=True,
                  help="Start a new WARC file after this many bytes."),
-    click.option("--warc-prefix", default="crawl", show_default=True, help="WARC file name prefix."),
+    click.option("--warc-prefix", default="crawl", show_default=True,
+                 help="WARC file name prefix: a plain name (printable, no spaces or '/', not starting "
+                      "with '.' or '-', at most 100 bytes), else exit 2."),
 ]
 
 _KEYS = ("resolve_file", "resolve_fallback", "allow_private", "allow_cidr", "user_agent", "concurrency",
-         "connect_timeout", "timeout", "max_body", "max_decoded", "content_types", "ignore_robots",
+         "connect_timeout", "timeout", "max_body", "max_decoded", "content_types", "ignore_robots", "robots_retry",
          "no_conditional", "warc_compression", "warc_size", "warc_prefix")
 
 
@@ -88,7 +97,7 @@ def fetch_config_from(kw: dict[str, Any], host_delay: float = 1.0) -> tuple[Fetc
                       max_decoded=v["max_decoded"]),
         content_types=tuple(c.lower() for c in v["content_types"]) or DEFAULT_TYPES,
         robots=not v["ignore_robots"], conditional=not v["no_conditional"], concurrency=v["concurrency"],
-        host_delay=host_delay)
+        host_delay=host_delay, robots_retry=v["robots_retry"])
     net = {
         "overrides": load_hosts(v["resolve_file"]) if v["resolve_file"] else {},
         "resolve_fallback": v["resolve_file"] is None or v["resolve_fallback"],

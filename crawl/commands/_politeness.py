@@ -9,7 +9,6 @@ Usage in a command::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -17,25 +16,7 @@ import click
 
 from crawl.frontier import DEFAULT, Politeness
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*\Z")
-
-
-class Duration(click.ParamType):
-    """Seconds, written as ``1.5``, ``250ms``, ``60s``, ``5m``, ``6h`` or ``1d``."""
-
-    name = "duration"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        m = _DURATION.match(str(value))
-        if not m:
-            self.fail(f"{value!r} is not a duration (examples: 1.5, 250ms, 60s, 5m, 6h, 1d)", param, ctx)
-        return float(m.group(1)) * _UNITS[m.group(2) or "s"]
-
-
-DURATION = Duration()
+from ._common import DURATION
 
 _OPTIONS: list[tuple[str, str, Any, str]] = [
     # (flag, Politeness field, click type, help)

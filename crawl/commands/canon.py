@@ -84,9 +84,6 @@ def command(input_: str, output: str, strict: bool, stats_file: Path | None,
         $ crawl canon --explain <<< 'http://EXAMPLE.com/?gclid=1#x'
         $ crawl canon --base https://example.com/docs/ < hrefs.txt
         $ crawl canon --strip-param ref --strip-param 'pk_*' -i links.ndjson
-
-    Exit status: 0, or 3 with --strict when an input line was malformed
-    (a rejected URL is output, not malformed input).
     """
     config = DEFAULT.with_strip(strip) if strip else DEFAULT
     if keep_query_order or keep_userinfo or max_length != config.max_length:

@@ -53,10 +53,28 @@ def _prepare(warc_dir: Path, recs: list[records.Record]) -> Prints:
 def run_checks(dd: Deduper, warc_dir: Path, source: Source, sink: Sink, report: Report, jobs: int) -> None:
     """The command's loop (scripts/bench_dedupe.py times it): batches of 200, pages fingerprinted
     here or, with ``jobs`` > 1, in that many worker processes."""
+    said = [0]
+
+    def record(recs: list[records.Record], prints: Prints) -> list[records.Record]:
+        # a page whose body cannot be read (a malformed warc pointer, a missing or damaged
+        # WARC file) is said here and counted as unreadable; its record passes on with
+        # dedupe_error, and the stage goes on
+        for i, fp in prints:
+            if isinstance(fp, str):
+                said[0] += 1
+                if said[0] <= _MAX_SAID:
+                    report.warn(f"{str(recs[i].get('url'))[:300]}: cannot read the stored body: {fp}")
+                elif said[0] == _MAX_SAID + 1:
+                    report.warn("more unreadable pages; only counting from now on")
+        return dd.record(recs, prints)
+
     if jobs > 1:
-        run_stage_pooled(source, sink, partial(_prepare, warc_dir), dd.record, report, batch=200, jobs=jobs)
+        run_stage_pooled(source, sink, partial(_prepare, warc_dir), record, report, batch=200, jobs=jobs)
     else:
-        run_stage(source, sink, lambda recs: dd.check(recs, partial(_body, warc_dir)), report, batch=200)
+        run_stage(source, sink, lambda recs: record(recs, _prepare(warc_dir, recs)), report, batch=200)
+
+
+_MAX_SAID = 100  # unreadable pages named on stderr before only the count goes on
 
 
 def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
@@ -66,9 +84,7 @@ def _from_warc(warc_dir: Path, url: str) -> Fingerprint:
     caps = [c for c in cdxj.lookup(warc_dir, url) if str(c.get("status")) == "200"]
     if not caps:
         raise UsageError(f"{url} is not in {warc_dir}; fetch it first or pass -f FILE")
-    c = caps[-1]
-    body, ctype = _body(warc_dir, {"warc": {"file": c["filename"], "offset": c["offset"],
-                                            "length": c["length"]}})
+    body, ctype = _body(warc_dir, {"warc": cdxj.capture_pointer(caps[-1])})
     return Fingerprint(url, body, ctype)
 
 
@@ -147,7 +163,7 @@ def _explain(crawl_dir: Path | None, urls: tuple[str, ...], files: tuple[Path, .
         if crawl_dir is None:
             raise UsageError("--explain URL_A URL_B reads the crawl's WARC files: give --dir, "
                              "or -f FILE -f FILE for local files")
-        warc = _common.crawl_dir(crawl_dir).warc
+        warc = _common.existing_dir(crawl_dir, hint="--explain URL_A URL_B reads its WARC files").warc
         fps = [_from_warc(warc, u) for u in names]
     out: dict[str, Any] = explain(fps[0], fps[1], max_distance)
     click.echo(dumps_pretty(out))

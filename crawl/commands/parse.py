@@ -8,20 +8,18 @@ from pathlib import Path
 
 import click
 
-from crawl.core import CrawlDir, Record, open_sink, run_stage
+from crawl.core import AGENT_TOKEN, DEFAULT_USER_AGENT, CrawlDir, Record, open_sink, run_stage
 from crawl.parse import LinkGraph, ParseConfig, Response, parse_fetch, traps
+from crawl.robots import agent_token
 from crawl.store import read_response
 
 from ._common import dir_option, io_options, stage_io
 
 
 def _reader(warc_dir: Path | None) -> Callable[[Record], Response]:
+    """Without a WARC directory, the pointers' file names are read as paths as given."""
     def read(rec: Record) -> Response:
-        ptr = rec["warc"]
-        if warc_dir is not None:
-            return read_response(warc_dir, ptr)
-        path = Path(str(ptr["file"])).resolve()
-        return read_response(path.parent, {**ptr, "file": path.name})
+        return read_response(warc_dir, rec.get("warc"))
 
     return read
 
@@ -43,8 +41,9 @@ def _reader(warc_dir: Path | None) -> Callable[[Record], Response]:
               show_default=True, help="Entries read per sitemap or feed (the sitemap protocol's limit).")
 @click.option("--max-url-length", type=click.IntRange(min=16), default=2048, show_default=True,
               help="Longer canonical URLs are rejected (too-long).")
-@click.option("--user-agent", "agent", default="crawl", show_default=True,
-              help="Product token matched against <meta name=TOKEN> and 'TOKEN:' X-Robots-Tag.")
+@click.option("--user-agent", "agent", default=DEFAULT_USER_AGENT, show_default=True,
+              help="The full User-Agent header, as for crawl fetch and crawl run; its product "
+                   "token (crawl) is matched against <meta name=TOKEN> and 'TOKEN:' X-Robots-Tag.")
 @click.option("--follow-nofollow", is_flag=True,
               help="Emit nofollow links (one priority step lower) instead of dropping them.")
 @click.option("--traps", "trap_mode", type=click.Choice(["default", "demote", "off"]),
@@ -82,7 +81,7 @@ def command(crawl_dir: Path | None, warc_dir: Path | None, input_: str, output: 
     """
     if warc_dir is None and crawl_dir is not None:
         warc_dir = CrawlDir(crawl_dir).warc
-    token = agent.split("/", 1)[0].strip() or "crawl"
+    token = agent_token(agent) or AGENT_TOKEN
     cfg = ParseConfig(
         max_links=max_links, max_sitemap_urls=max_sitemap_urls, agent=token,
         follow_nofollow=follow_nofollow, rejects=rejects,

@@ -8,33 +8,74 @@ from pathlib import Path
 
 import click
 
-from crawl.core import ExitStatus, Record, Report, UsageError, open_source, records
-from crawl.robots import MAX_BYTES, Robots, RobotsSource, decision_record, format_text, parse
+from crawl.core import (
+    AGENT_TOKEN,
+    DEFAULT_USER_AGENT,
+    BadRecord,
+    ExitStatus,
+    Record,
+    Report,
+    UsageError,
+    open_source,
+    records,
+)
+from crawl.robots import (
+    MAX_BYTES,
+    Robots,
+    RobotsSource,
+    agent_token,
+    decision_record,
+    format_text,
+    parse,
+)
 
-from ._common import finish
+from ._common import check_source, finish
 
 _ACCEPT = records.URL_KINDS | {"fetch", "lease"}
 
 
-def _urls(urls: tuple[str, ...], input_: str, report: Report) -> Iterator[Record]:
+def _urls(urls: tuple[str, ...], input_: str, report: Report) -> Iterator[tuple[str, Record]]:
+    """(where, record) for each URL: "argument N" or "line N" names it in a message."""
     if urls:
-        yield from (records.make("url", url=u) for u in urls)
+        yield from ((f"argument {i}", records.make("url", url=u)) for i, u in enumerate(urls, 1))
         return
     if input_ == "-" and sys.stdin.isatty():
         report.warn("reading URLs from standard input (Ctrl-D to end)")
+    n = 0
     for batch in open_source(input_, _ACCEPT, report).batches(100):
-        yield from batch.records
+        for rec in batch.records:
+            n += 1
+            yield f"record {n}", rec
         batch.ack()
+
+
+def _invalid(url: object, local: bool) -> str | None:
+    """Why ``url`` cannot be decided, or None. Every stage validates URLs with the
+    canonicaliser; a robots.txt answers only for http(s) URLs with a host (a bare
+    path is a URL on the file's own site, with --robots-file)."""
+    if not isinstance(url, str) or not url:
+        return 'no "url" string'
+    if url.startswith("/") and not url.startswith("//"):
+        return None if local else ("not an absolute URL: live mode needs scheme and host (or give "
+                                   "--robots-file to test a local file with bare paths)")
+    from crawl.canon import CanonError, canonicalize
+
+    try:
+        canonicalize(url)
+    except CanonError as exc:
+        return str(exc)
+    return None
 
 
 @click.command(name="robots")
 @click.argument("urls", nargs=-1, metavar="[URL]...")
-@click.option("-i", "--input", "input_", default="-", show_default=True, metavar="SRC",
+@click.option("-i", "--input", "input_", default="-", show_default=True, metavar="SRC", callback=check_source,
               help="Without URL arguments, read URLs from SRC: '-' (stdin), a file or spool:DIR "
                    "(a spool is consumed, as by any stage).")
 @click.option("--strict", is_flag=True, help="Exit with status 3 if any input line was malformed.")
-@click.option("-A", "--agent", default="crawl", show_default=True, metavar="AGENT",
-              help="Product token (or full User-Agent string) whose group applies.")
+@click.option("-A", "--agent", default=None, metavar="AGENT",
+              help="Product token (or full User-Agent string) whose group applies. Default: the "
+                   "token of --user-agent, as the crawl would use it (crawl).")
 @click.option("-f", "--robots-file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
               help="Evaluate this local robots.txt ('-' for stdin) instead of fetching; "
                    "bare paths are accepted as URLs.")
@@ -52,8 +93,10 @@ def _urls(urls: tuple[str, ...], input_: str, report: Report) -> Iterator[Record
 @click.option("--allow-private", is_flag=True,
               help="Live mode: allow loopback and private addresses (test webs, staging sites).")
 @click.option("--user-agent", default=None, metavar="UA",
-              help="Live mode: User-Agent header of the robots.txt request (default: crawl's).")
-def command(urls: tuple[str, ...], input_: str, strict: bool, agent: str, robots_file: Path | None, as_json: bool,
+              help="The full User-Agent header (as for crawl fetch and crawl run): sent with the "
+                   "live robots.txt request, and its product token picks the group unless -A is "
+                   "given. Default: crawl's.")
+def command(urls: tuple[str, ...], input_: str, strict: bool, agent: str | None, robots_file: Path | None, as_json: bool,
             explain: bool, fail_disallowed: bool, crawl_dir: Path | None,
             resolve_file: Path | None, allow_private: bool, user_agent: str | None) -> None:
     """Show whether robots.txt lets AGENT fetch each URL, and which rule decided.
@@ -83,22 +126,34 @@ def command(urls: tuple[str, ...], input_: str, strict: bool, agent: str, robots
         $ crawl robots --resolve-file WEB/hosts --allow-private --json URL
         $ crawl robots --dir D http://example.com/a   # as crawl D would decide
 
-    Exit status: 0; 1 when a URL could not be decided (its robots.txt
-    could not be consulted) or, with --fail-disallowed, when a URL is
-    disallowed; 2 on a usage error; 3 with --strict after malformed input.
+    A URL that cannot be crawled at all (another scheme, a bad port,
+    `http://[::1`) is bad input: one message on stderr, counted, skipped
+    (exit 3 with --strict). Exit status 1 means a robots.txt could not be
+    consulted (unreachable, 5xx: the URL is answered disallowed, as RFC
+    9309 says) or, with --fail-disallowed, that a URL is disallowed.
     """
+    if agent is None:  # the group the crawl itself would get with this User-Agent
+        agent = agent_token(user_agent or DEFAULT_USER_AGENT) or AGENT_TOKEN
     source = RobotsSource(_load(robots_file, urls) if robots_file else None, robots_file,
                           dict(crawl_dir=crawl_dir, resolve_file=resolve_file,
                                allow_private=allow_private, user_agent=user_agent))
     out = sys.stdout.buffer
     report = Report("robots")
-    for rec in _urls(urls, input_, report):
+    for where, rec in _urls(urls, input_, report):
+        why = _invalid(rec.get("url"), robots_file is not None)
+        if why is not None:  # bad input: said, counted, skipped (exit 3 with --strict)
+            report.bad(BadRecord(0, f"{where}: {str(rec.get('url'))[:200]!r}: {why}"))
+            continue
         out_rec = decision_record(rec, agent, source, explain)
+        verdict = (out_rec.get("robots_txt") or {}).get("verdict")
         report.add({True: "allowed", False: "disallowed"}.get(out_rec["allowed"], "errors"))
+        if out_rec["allowed"] is not None and verdict == "unreachable":
+            report.add("not_consulted")  # decided by RFC 9309's rule for a missing answer
         out.write(records.encode(out_rec) if as_json else format_text(out_rec, explain).encode())
         out.flush()
     finish(report, strict, None)
-    if report.counts.get("errors") or (fail_disallowed and report.counts.get("disallowed")):
+    c = report.counts
+    if c.get("errors") or c.get("not_consulted") or (fail_disallowed and c.get("disallowed")):
         sys.exit(ExitStatus.ERROR)
 
 

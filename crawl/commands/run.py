@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import click
 
-from crawl.core import CrawlDir, UsageError, records
+from crawl.core import BadRecord, CrawlDir, ExitStatus, Report, UsageError, records
 from crawl.parse import ParseConfig
 from crawl.run import MODES, Budgets, Crawl, RunOptions, Scope, make_display, run_crawl, summary
 
@@ -102,11 +103,15 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     links reach the frontier promptly and a --duration run ends on time.
 
     Ctrl-C or SIGTERM stops leasing, lets in-flight fetches finish (a few
-    seconds), commits and exits 0 (also while seeds are still being
-    admitted); a second Ctrl-C stops at once. Progress
-    goes to stderr; `crawl stats --dir D` shows it from another terminal.
-    Exit status: 0 finished, stopped by a budget or by a signal; 1 error;
-    2 usage error.
+    seconds) and commits (also while seeds are still being admitted); then
+    the run exits 130 after Ctrl-C, as interrupted commands do, and 0 after
+    SIGTERM, a requested stop. A second signal stops at once. Progress goes
+    to stderr; `crawl stats --dir D` shows it from another terminal.
+
+    Seeds (arguments and --seeds lines: URLs or url records, # comments)
+    are checked like any input: a line that is not JSON, or a URL that
+    cannot be crawled, gets one message with its line number, is counted
+    and skipped; the others are crawled.
 
     \b
         crawl run --dir D --seeds seeds.txt --max-pages 10000 --duration 30m
@@ -118,9 +123,15 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     signal.signal(signal.SIGTERM, early)
     _apply_config(ctx, config_file)
     kw = {k: ctx.params[k] for k in kw}
-    urls = list(seeds)
+    from crawl.core import Report
+
+    report = Report("run")
+    urls = _check_seeds([(f"argument {i}", u) for i, u in enumerate(seeds, 1)], report)
     if seeds_file:
-        urls += _read_seeds(seeds_file)
+        urls += _read_seeds(seeds_file, report)
+    if report.counts.get("bad_records"):
+        report.warn(f"{report.counts['bad_records']} seed(s) skipped (above); "
+                    f"{len(urls)} seed(s) to crawl")
     politeness = politeness_from(kw)
     fetch_cfg, net = fetch_config_from(kw, host_delay=politeness.default_delay)
     raise_open_files()
@@ -138,9 +149,6 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     cdir.root.mkdir(parents=True, exist_ok=True)
     crawl = Crawl(cdir, opts)
     early.attach(crawl)
-    from crawl.core import Report
-
-    report = Report("run")
     display = make_display(kw["progress"], kw["interval"])
     try:
         for line in crawl.check_last_files():  # a WARC file cut short since: its pages go back
@@ -154,18 +162,41 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     finally:
         display.close()
         crawl.close()
-    summary(final)
+    summary(final, where=cdir)
     if kw["as_json"]:
         click.echo(records.encode(final).decode(), nl=False)
+    if crawl.stopping == "signal SIGINT":
+        sys.exit(ExitStatus.INTERRUPTED)  # stopped cleanly, but a Ctrl-C all the same
 
 
-def _read_seeds(path: Path) -> list[str]:
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
+def _read_seeds(path: Path, report: Report) -> list[str]:
+    """URLs of a seed file: one per line, or url records; blank lines and # comments skipped."""
+    found = []
+    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+        line = raw.strip()
+        if not line or line.startswith(b"#"):
             continue
-        out.append(records.decode(line.encode(), records.URL_KINDS)["url"] if line[0] == "{" else line)
+        try:
+            url = records.decode(line, records.URL_KINDS)["url"]
+        except BadRecord as exc:
+            report.bad(BadRecord(0, f"{path} line {lineno}: {exc.reason}"))
+            continue
+        found.append((f"{path} line {lineno}", url))
+    return _check_seeds(found, report)
+
+
+def _check_seeds(found: list[tuple[str, str]], report: Report) -> list[str]:
+    """The seeds that can be crawled; each other one is said (where it was), counted, skipped."""
+    from crawl.canon import CanonError, canonicalize
+
+    out = []
+    for where, url in found:
+        try:
+            canonicalize(url)
+        except CanonError as exc:
+            report.bad(BadRecord(0, f"{where}: {url[:200]!r}: {exc}"))
+            continue
+        out.append(url)
     return out
 
 

@@ -59,7 +59,10 @@ def command(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file:
         crawl seen --dir D --fetched --cycle 2026-11-29 < fetched.ndjson > /dev/null
         crawl seen --dir D --summary --cycle 2026-11-29
     """
-    cdir = _common.crawl_dir(crawl_dir)
+    if summary:  # only reads: a mistyped --dir must not become an empty seen set
+        cdir = _common.existing_dir(crawl_dir, "seen", hint=f"crawl seen --dir {crawl_dir} creates it")
+    else:
+        cdir = _common.crawl_dir(crawl_dir)
     with SeenSet(cdir.seen, expected=expected, fp_rate=fp_rate) as seen:
         if summary:
             click.echo(dumps_pretty(seen.stats(cycle)))

@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 import orjson
 
-from crawl.core import Report, Spool, StreamSink, StreamSource, open_sink, records
+from crawl.core import Report, Spool, StreamSink, StreamSource, existing_spool, open_sink, records
 
-from ._common import finish
+from ._common import check_sink, finish
 
 spool_dir = click.argument("spool", type=click.Path(file_okay=False, path_type=Path))
 
@@ -29,6 +29,7 @@ def command() -> None:
         crawl spool put D/spool/urls < seeds.txt
         crawl seen --dir D -i spool:D/spool/urls -o spool:D/spool/new
         crawl spool stats D/spool/new
+        crawl spool peek D/spool/new -n 5     # look without taking
     """
 
 
@@ -53,13 +54,19 @@ def put_cmd(spool: Path, strict: bool) -> None:
 @click.option("-n", "--max", "limit", type=int, default=0, help="Stop after N records (0: all).")
 @click.option("--batch", type=int, default=500, show_default=True, help="Records per claim.")
 @click.option("--follow", is_flag=True, help="Keep waiting for new records instead of ending when empty.")
-@click.option("-o", "--output", default="-", show_default=True, help="Where to write: '-', a file, or spool:DIR.")
+@click.option("-o", "--output", default="-", show_default=True, callback=check_sink,
+              help="Where to write: '-', a file, or spool:DIR.")
 def take_cmd(spool: Path, limit: int, batch: int, follow: bool, output: str) -> None:
     """Move records from SPOOL to stdout (or -o), acknowledging each batch
-    only after it was written."""
-    sink = open_sink(output)
-    done = 0
-    with Spool(spool) as sp:
+    only after it was written.
+
+    This consumes them: to look at a spool without emptying it, use
+    `crawl spool peek`. SPOOL must exist (a mistyped path is an error,
+    never a new empty spool).
+    """
+    with existing_spool(spool) as sp:
+        sink = open_sink(output)
+        done = 0
         try:
             while True:
                 want = batch if not limit else min(batch, limit - done)
@@ -83,12 +90,33 @@ def take_cmd(spool: Path, limit: int, batch: int, follow: bool, output: str) -> 
             raise
 
 
+@command.command(name="peek")
+@spool_dir
+@click.option("-n", "--max", "limit", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Records to show (0: all).")
+@click.option("--claimed", is_flag=True, help="Also show records a consumer has claimed but not acknowledged.")
+def peek_cmd(spool: Path, limit: int, claimed: bool) -> None:
+    """Print the first records of SPOOL, oldest first, without taking them.
+
+    Reads one snapshot: nothing is claimed, acknowledged or moved, so a
+    consumer running at the same time is not disturbed, and the records
+    are still there for it.
+
+    \b
+        crawl spool peek D/spool/new | jq -c .url
+        crawl spool peek D/spool/fetched -n 0 --claimed | wc -l
+    """
+    with existing_spool(spool) as sp:
+        out = sys.stdout.buffer
+        for data in sp.peek(limit, claimed=claimed):
+            out.write(data + b"\n")
+        out.flush()
+
+
 @command.command(name="stats")
 @spool_dir
 def stats_cmd(spool: Path) -> None:
     """Print how many records SPOOL holds (queued and claimed) as JSON."""
-    if not spool.exists():
-        raise click.UsageError(f"no spool at {spool}")
-    with Spool(spool) as sp:
+    with existing_spool(spool) as sp:
         c = sp.counts()
     click.echo(records.encode(records.make("stats", spool=str(spool), **c)).decode(), nl=False)

@@ -10,6 +10,7 @@ from crawl.core import records
 from crawl.run import gather, outcome_counts
 
 from ._common import dir_option
+from ._human import stat_row
 
 
 @click.command(name="stats")
@@ -25,16 +26,18 @@ def command(crawl_dir, as_json: bool, outcomes: bool, fmt: str) -> None:
 
     Frontier (queued, hosts ready, in flight, parked, backlog, idle
     fraction), the seen set, WARC and log sizes, and the latest progress of
-    a running or finished `crawl run`. Safe to run while a crawl is going:
-    it only reads snapshots.
+    a running or finished `crawl run`. Hosts whose robots.txt answers 5xx
+    or times out are listed with the URLs they hold (queued, not dropped)
+    and when robots.txt is checked again. Safe to run while a crawl is
+    going: it only reads snapshots.
 
     \b
         crawl stats --dir D
         crawl stats --dir D --json | jq .frontier.backlog
         crawl stats --dir D --format openmetrics > crawl.prom.tmp && mv crawl.prom.tmp crawl.prom
     """
-    if not crawl_dir.exists():
-        raise click.UsageError(f"no crawl directory at {crawl_dir}")
+    if not crawl_dir.is_dir():
+        raise click.UsageError(f"no crawl directory at {crawl_dir}: check --dir (or CRAWL_DIR)")
     if fmt == "openmetrics":
         from crawl.report import openmetrics
 
@@ -49,11 +52,20 @@ def command(crawl_dir, as_json: bool, outcomes: bool, fmt: str) -> None:
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from crawl.frontier import describe_wait
 
     table = Table(title=f"crawl {crawl_dir}", show_header=False)
     for section, value in st.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and section != "robots_waiting":
             for k, v in value.items():
-                if not isinstance(v, dict | list):
-                    table.add_row(section, str(k), f"{v:,}" if isinstance(v, int) else str(v))
+                if not isinstance(v, dict | list) and (row := stat_row(section, str(k), v, time.time())):
+                    table.add_row(*row)  # named figures, ISO times: --json keeps the raw fields
+    now = time.time()
+    waiting = st.get("robots_waiting") or {}
+    for w in waiting.get("list", []):
+        table.add_row("robots wait", w["host"], Text(describe_wait(w, now).split(": ", 1)[1]))
+    if waiting.get("hosts", 0) > len(waiting.get("list", [])):
+        table.add_row("robots wait", "...", f"{waiting['hosts'] - len(waiting['list']):,} more hosts (--json)")
     Console().print(table)

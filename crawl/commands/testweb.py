@@ -10,6 +10,8 @@ import orjson
 
 from crawl.core import UsageError
 
+from ._common import DURATION
+
 _DIR = click.Path(file_okay=False, path_type=Path)
 
 
@@ -37,16 +39,17 @@ def command() -> None:
 @click.option("--agent", default="crawl", show_default=True, help="Product token the robots.txt groups address.")
 @click.option("--mix", default="default", show_default=True, help="'default' (every behaviour on the first hosts, then mostly ordinary), 'plain', or a comma list of behaviours / robots variants.")
 @click.option("--clock", "clock", type=float, default=None, help="Start a simulated clock at this unix time (moved only through the admin host).")
-@click.option("--latency", default=0.3, show_default=True, help="Seconds before each answer of a slow host.")
-@click.option("--drip", default=0.05, show_default=True, help="Seconds between 1 KiB chunks of a slow host.")
+@click.option("--latency", default=0.3, type=DURATION, show_default=True, help="Seconds before each answer of a slow host.")
+@click.option("--drip", default=0.05, type=DURATION, show_default=True, help="Seconds between 1 KiB chunks of a slow host.")
 @click.option("--busy", default=1, show_default=True, help="Times a busy page answers 429/503 before 200.")
-@click.option("--hang", default=60.0, show_default=True, help="Seconds a timing-out robots.txt holds the connection.")
+@click.option("--hang", default=60.0, type=DURATION, show_default=True, help="Seconds a timing-out robots.txt holds the connection.")
+@click.option("--robots-recover", default=0, show_default=True, type=click.IntRange(min=0), help="The 500 and timeout robots.txt variants fail this many times per host, then answer 200 with 'Disallow: /private/' (0: they never recover).")
 @click.option("--huge-bytes", default=500_000_000, show_default=True, help="Length of the huge HTML stream.")
 @click.option("--bomb-bytes", default=1 << 30, show_default=True, help="Inflated size of the gzip bomb.")
 @click.option("--full-manifest-limit", default=500, show_default=True, help="List every page in manifest.ndjson only up to this many hosts.")
 def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: int, cross: float,
               addresses: int, agent: str, mix: str, clock: float | None, latency: float, drip: float,
-              busy: int, hang: float, huge_bytes: int, bomb_bytes: int,
+              busy: int, hang: float, robots_recover: int, huge_bytes: int, bomb_bytes: int,
               full_manifest_limit: int) -> None:
     """Generate a deterministic web and serve it until interrupted.
 
@@ -78,7 +81,8 @@ def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: in
     try:
         config = WebConfig(seed=seed, hosts=hosts, pages=pages, links=links, cross=cross,
                            addresses=addresses, agent=agent, mix=mix, latency=latency, drip=drip,
-                           busy=busy, hang=hang, huge_bytes=huge_bytes, bomb_bytes=bomb_bytes)
+                           busy=busy, hang=hang, robots_recover=robots_recover, huge_bytes=huge_bytes,
+                           bomb_bytes=bomb_bytes)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -118,19 +122,23 @@ def manifest_cmd(web_dir: Path, hosts: tuple[str, ...], at: float | None) -> Non
 
 @command.command("audit")
 @click.argument("web_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--delay", default=1.0, show_default=True, help="Minimum seconds between requests to one host (raised by a robots Crawl-delay).")
+@click.option("--delay", default=1.0, type=DURATION, show_default=True, help="Minimum seconds between requests to one host (raised by a robots Crawl-delay).")
 @click.option("--per-ip", default=4, show_default=True, help="Most requests allowed in flight to one address.")
 @click.option("--agent", default=None, help="Only audit requests whose User-Agent product token is this (e.g. crawl; default: all).")
 @click.option("--log", "log_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Audit this log instead of WEB_DIR/requests.log.")
-@click.option("--tolerance", default=0.0, show_default=True, help="Seconds of slack allowed on each gap.")
+@click.option("--tolerance", default=0.0, type=DURATION, show_default=True, help="Seconds of slack allowed on each gap.")
+@click.option("--backoff", type=DURATION, default=None, help="Least seconds before asking a host again after a 429/503 without Retry-After (default: twice --delay).")
 @click.option("--json", "as_json", is_flag=True, help="Print violations as NDJSON records, then a summary record.")
-def audit_cmd(web_dir: Path, delay: float, per_ip: int, agent: str | None, log_file: Path | None, tolerance: float, as_json: bool) -> None:
+def audit_cmd(web_dir: Path, delay: float, per_ip: int, agent: str | None, log_file: Path | None, tolerance: float, backoff: float | None, as_json: bool) -> None:
     """Check a test web's request log against the politeness rules.
 
     Reports overlapping requests to one host, gaps shorter than the host's
     required delay (max of --delay and its robots Crawl-delay), more than
-    --per-ip requests in flight to one address, and fetches of paths the
-    host's robots.txt disallows. Exits 1 if there is any violation.
+    --per-ip requests in flight to one address, fetches of paths the
+    host's robots.txt disallows, requests sooner than a 429/503 answer's
+    Retry-After asked (the server logs the wait it sent), and requests
+    sooner than --backoff after a 429/503 that named no wait. Exits 1 if
+    there is any violation.
 
     \b
         crawl testweb audit web --delay 1 --per-ip 4
@@ -139,7 +147,7 @@ def audit_cmd(web_dir: Path, delay: float, per_ip: int, agent: str | None, log_f
     from ..testweb.audit import audit_dir
 
     violations, summary = audit_dir(web_dir, delay=delay, per_ip=per_ip, agent=agent, log=log_file,
-                                     tolerance=tolerance)
+                                     tolerance=tolerance, backoff=backoff)
     for v in violations:
         if as_json:
             sys.stdout.buffer.write(orjson.dumps(v) + b"\n")

@@ -9,7 +9,10 @@ directory and opens its LMDB environments, each data file checked first
 rewrites small files whole; :mod:`.dirlock` keeps a repair and a run
 apart; :mod:`.errors` holds the exceptions that become one ``crawl: error:``
 line and an exit status;
-:mod:`.maptrim` gives back the page cache of memory-mapped files; and
+:mod:`.maptrim` gives back the page cache of memory-mapped files;
+:mod:`.durations` is the one grammar of time flags; :mod:`.lifeline`
+makes worker processes die with their parent; :mod:`.names` checks the
+names an operator gives for files inside a crawl directory; and
 :mod:`.identity` is who the crawler says it is.
 """
 
@@ -18,7 +21,10 @@ from .atomic import replace_file as replace_file
 from .dirlock import DirLock as DirLock
 from .dirlock import own_dir as own_dir
 from .dirlock import share_dir as share_dir
+from .durations import format_duration as format_duration
+from .durations import parse_duration as parse_duration
 from .envcheck import verify_env as verify_env
+from .errors import BadRecord as BadRecord
 from .errors import CrawlError as CrawlError
 from .errors import DamagedState as DamagedState
 from .errors import ExitStatus as ExitStatus
@@ -39,11 +45,16 @@ from .io import StreamSink as StreamSink
 from .io import StreamSource as StreamSource
 from .io import dumps_pretty as dumps_pretty
 from .io import ensure_inside as ensure_inside
+from .io import existing_spool as existing_spool
 from .io import open_sink as open_sink
 from .io import open_source as open_source
 from .io import run_stage as run_stage
 from .io import run_stage_pooled as run_stage_pooled
+from .io import spool_exists as spool_exists
+from .lifeline import Lifeline as Lifeline
+from .lifeline import hold_lifeline as hold_lifeline
 from .maptrim import MapTrimmer as MapTrimmer
+from .names import check_file_name as check_file_name
 from .records import Record as Record
 from .spool import Spool as Spool
 from .state import CrawlDir as CrawlDir

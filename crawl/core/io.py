@@ -23,6 +23,7 @@ import orjson
 
 from . import records
 from .errors import BadRecord, UsageError
+from .lifeline import Lifeline, hold_lifeline
 from .records import Record
 from .spool import Spool
 
@@ -177,23 +178,38 @@ class SpoolSink:
 
 
 def _spool_path(spec: str) -> Path | None:
+    """``spool:DIR`` names a spool; nothing else does. A bare directory used to
+    be taken for one, and ``-o DIR`` then filled a directory with LMDB files
+    nobody asked for."""
     if spec.startswith("spool:"):
         return Path(spec[len("spool:") :])
-    p = Path(spec)
-    if p.is_dir():
-        return p
     return None
+
+
+def spool_exists(path: Path) -> bool:
+    """Whether ``path`` holds a spool already (reading one must never create it)."""
+    return (path / "data.mdb").is_file()
+
+
+def existing_spool(path: Path) -> Spool:
+    """Open a spool that must already exist (a reader's): a mistyped path is a usage error."""
+    if not spool_exists(path):
+        raise UsageError(f"no spool at {path}: check the path (crawl spool put, or a stage's "
+                         f"-o spool:{path}, creates one)")
+    return Spool(path)
 
 
 def open_source(
     spec: str, accept: frozenset[str] | None, report: Report, stdin: IO[bytes] | None = None
 ) -> Source:
-    """``-`` is stdin, ``spool:DIR`` (or an existing directory) a spool, else a file."""
+    """``-`` is stdin, ``spool:DIR`` an existing spool (consumed), else a file."""
     if spec == "-":
         return StreamSource(stdin or sys.stdin.buffer, accept, report)
     sp = _spool_path(spec)
     if sp is not None:
-        return SpoolSource(Spool(sp), accept, report)
+        return SpoolSource(existing_spool(sp), accept, report)
+    if Path(spec).is_dir():
+        raise UsageError(f"input {spec!r} is a directory: read a spool with -i spool:{spec}")
     try:
         return StreamSource(open(spec, "rb"), accept, report)  # noqa: SIM115
     except OSError as exc:
@@ -201,11 +217,15 @@ def open_source(
 
 
 def open_sink(spec: str, stdout: IO[bytes] | None = None) -> Sink:
+    """``-`` is stdout, ``spool:DIR`` a spool (created if missing), else a file (appended)."""
     if spec == "-":
         return StreamSink(stdout or sys.stdout.buffer)
     sp = _spool_path(spec)
     if sp is not None:
         return SpoolSink(Spool(sp))
+    if Path(spec).is_dir():
+        raise UsageError(f"output {spec!r} is a directory: write a spool with -o spool:{spec}, "
+                         "or give a file name")
     try:
         return StreamSink(open(spec, "ab"))  # noqa: SIM115
     except OSError as exc:
@@ -261,8 +281,12 @@ def run_stage_pooled(
         report.add("out", len(out))
         b.ack()
 
+    # The workers hold a lifeline to this process (the forkserver that forks
+    # them exits by itself when this process does): a SIGKILLed parent leaves
+    # no worker behind, and with the workers gone the resource tracker exits too.
+    line = Lifeline()
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver"),
-                               initializer=_quiet_worker)
+                               initializer=_worker_start, initargs=(line.reader,))
     try:
         for b in source.batches(batch):
             report.add("in", len(b.records))
@@ -273,13 +297,16 @@ def run_stage_pooled(
             write_oldest()
     finally:
         pool.shutdown(cancel_futures=True)
+        line.close()
 
 
-def _quiet_worker() -> None:
-    """Workers leave Ctrl-C to the parent, which stops them (no traceback per worker)."""
+def _worker_start(line: Any) -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (no traceback per worker),
+    and leave at once when the parent is gone."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    hold_lifeline(line)
 
 
 def dumps_pretty(obj: Any) -> str:
@@ -309,8 +336,10 @@ __all__ = [
     "StreamSink",
     "StreamSource",
     "ensure_inside",
+    "existing_spool",
     "open_sink",
     "open_source",
     "run_stage",
     "run_stage_pooled",
+    "spool_exists",
 ]

@@ -32,6 +32,7 @@ from crawl.core import (
     Report,
     Sink,
     Source,
+    check_file_name,
     is_no_space,
     no_space,
     open_env,
@@ -189,6 +190,10 @@ class StoreOptions:
     max_size: int = 1 << 30
     prefix: str = "crawl"
 
+    def __post_init__(self) -> None:
+        # checked when the options are made (flags and config alike), before a run touches anything
+        check_file_name(self.prefix, "--warc-prefix")
+
 
 def _origin_budget(concurrency: int) -> int:
     """Idle per-origin pools to keep: one per active host (a polite crawl comes
@@ -225,7 +230,7 @@ async def open_fetcher(
                         compression=store.compression,
                         info={"operator-agent": cfg.user_agent, "robots": "obey" if cfg.robots else "ignore"})
     robots = RobotsFetcher(transport, RobotsCache(env), user_agent=cfg.user_agent, limits=cfg.limits,
-                           hop_delay=cfg.host_delay)
+                           hop_delay=cfg.host_delay, recheck=cfg.robots_retry)
     fetcher = Fetcher(cfg, transport, resolver, policy, history=History(env), robots=robots)
     try:
         yield fetcher, writer

@@ -7,6 +7,11 @@ headers from the URL's history; then it classifies what happened into one
 ``outcome`` (see :data:`crawl.core.records.OUTCOMES`). Redirects are never
 followed here: the Location goes out in the result and becomes a new URL
 for the frontier, so a cross-host redirect waits for its own host's turn.
+The lease's ``hops`` says how many redirects led to it; a redirect past
+``records.MAX_REDIRECTS`` of them is ``redirect-limit``, stored and not
+followed. A robots.txt that cannot be read (5xx, timeout) makes the result
+``robots-unreachable``, not ``robots-disallowed``: the URL is not refused
+by a rule, it waits (``retry_after``) until robots.txt is checked again.
 
 Nothing here writes: the captures go to the single WARC writer of
 :mod:`crawl.fetch`, which releases the record only after they are durable.
@@ -22,6 +27,7 @@ from urllib.parse import urljoin, urlsplit
 
 import trio
 
+from crawl.canon import CanonError, canonicalize
 from crawl.core import AGENT_TOKEN as AGENT_TOKEN
 from crawl.core import DEFAULT_USER_AGENT as DEFAULT_USER_AGENT
 from crawl.core import Record, records
@@ -47,6 +53,7 @@ class FetchConfig:
     archive_robots: bool = True
     concurrency: int = 256
     host_delay: float = 1.0  # between robots.txt redirect hops (the frontier spaces leases)
+    robots_retry: float = 60.0  # first wait before an unreachable robots.txt is checked again
 
 
 def type_wanted(content_type: str | None, wanted: tuple[str, ...]) -> bool:
@@ -135,10 +142,14 @@ class Fetcher:
                 out.captures.append(Capture(url, "none", now, meta, ip=rec.get("ip")))
             return out
 
-        parts = urlsplit(url)
         try:
+            if lease.get("kind") != "lease":  # a plain URL: validated as every stage does
+                canonicalize(url)
+            parts = urlsplit(url)
             host = parts.hostname
             parts.port  # noqa: B018 -- raises on a bad port
+        except CanonError as exc:
+            return done("invalid-url", str(exc))
         except ValueError as exc:
             return done("invalid-url", f"cannot parse URL: {exc}")
         if parts.scheme not in ("http", "https") or not host:
@@ -161,8 +172,9 @@ class Fetcher:
             if delay is not None:
                 rec["crawl_delay"] = delay
             if not info.robots.allowed(url, self.cfg.agent_token):
-                extra = _robots_fields(info, url, self.cfg, now)
-                return done("robots-disallowed", extra.pop("error", None), **extra)
+                extra = _robots_fields(info, url, self.cfg, float(self.clock()))
+                outcome = "robots-unreachable" if info.verdict == "unreachable" else "robots-disallowed"
+                return done(outcome, extra.pop("error", None), **extra)
             if exchanges:
                 # This request went to robots.txt. Asking for the page right away
                 # would be a second request with no delay: a frontier lease goes
@@ -229,6 +241,11 @@ class Fetcher:
         loc = ex.header("location")
         if 300 <= ex.status < 400 and loc:
             rec["location"] = urljoin(rec["url"], loc.strip())
+            hops = rec.get("hops")
+            if type(hops) is int and hops >= records.MAX_REDIRECTS:
+                rec["error"] = (f"{hops} redirects in a row led here; this one is stored, not followed "
+                                f"(at most {records.MAX_REDIRECTS})")
+                return self._page(out, cap, done, "redirect-limit")
             return self._page(out, cap, done, "redirect")
         if ex.status == 304:
             return self._page(out, cap, done, "not-modified")
@@ -264,7 +281,10 @@ def _robots_fields(info: RobotsInfo, url: str, cfg: FetchConfig, now: float) -> 
     extra: dict[str, Any] = {"robots": {**info.summary(), "rule": d.rule, "line": d.line,
                                         "group": d.group}}
     if info.verdict == "unreachable":
-        # not a rule: the file could not be read. Ask the frontier to come back later.
-        extra["retry_after"] = max(0.0, info.fetched_at + 1800.0 - now) or 1800.0
-        extra["error"] = f"robots.txt unreachable ({info.error}); everything disallowed meanwhile"
+        # not a rule: the file could not be read. The frontier keeps the URL and
+        # leases the host again when robots.txt is due to be checked again.
+        wait = round(max(1.0, info.expires - now), 3)
+        extra["retry_after"] = wait
+        extra["error"] = (f"robots.txt unreachable ({info.error}); nothing is fetched from this host "
+                          f"until it can be read: next check in {wait:.0f} s")
     return extra

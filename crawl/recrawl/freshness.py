@@ -31,6 +31,8 @@ import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from crawl.core import parse_duration as core_parse_duration
+
 DAY = 86400.0
 
 # Sitemap <changefreq> (sitemaps.org protocol) as a prior rate, changes/second.
@@ -298,17 +300,6 @@ def parse_budget(text: str) -> float:
 
 
 def parse_duration(text: str) -> float:
-    """``"3600"``, ``"90s"``, ``"30m"``, ``"1h"``, ``"90d"`` -> seconds."""
-    t = text.strip().lower()
-    mult = 1.0
-    for suffix, m in (("d", DAY), ("h", 3600.0), ("m", 60.0), ("s", 1.0)):
-        if t.endswith(suffix):
-            t, mult = t[: -len(suffix)], m
-            break
-    try:
-        value = float(t) * mult
-    except ValueError:
-        value = -1.0
-    if not value > 0 or math.isinf(value):
-        raise ValueError(f"duration {text!r}: expected seconds or a number with s, m, h or d")
-    return value
+    """Seconds in ``text``, more than 0 (a revisit interval): the grammar of
+    every time flag (:func:`crawl.core.parse_duration`), one error message."""
+    return core_parse_duration(text, positive=True)

@@ -19,6 +19,7 @@ from .crawl import RunOptions as RunOptions
 from .crawllog import CrawlLog as CrawlLog
 from .crawllog import read_log as read_log
 from .display import make_display as make_display
+from .display import results_where as results_where
 from .display import summary as summary
 from .logscan import grep_log as grep_log
 from .logscan import tail_log as tail_log

@@ -27,8 +27,9 @@ the optional parse processes live in :mod:`crawl.run.loop`.
 from __future__ import annotations
 
 import math
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +50,7 @@ from crawl.core import (
 )
 from crawl.dedupe import Deduper
 from crawl.fetch import FetchConfig, StoreOptions
-from crawl.frontier import Frontier, Politeness, enqueue_due
+from crawl.frontier import Frontier, Politeness, enqueue_due, wait_notice
 from crawl.net import AddressPolicy
 from crawl.parse import LinkGraph, ParseConfig, parse_fetch
 from crawl.recrawl import Recrawler, split_budget
@@ -155,6 +156,8 @@ class Crawl:
         self.fetch_done = False
         self.deadline = time.time() + opts.budgets.duration if opts.budgets.duration else math.inf
         self.last_lease = time.time()
+        # news for the operator (a host starts or stops waiting on its robots.txt)
+        self.notify: Callable[[str], None] = _say
 
     def close(self) -> None:
         self.recrawler.close()
@@ -183,7 +186,6 @@ class Crawl:
         from .check import check_tails
 
         return check_tails(self.cdir, self.frontier, self.last_warc_files, time.time())
-
 
     def admit(self, recs: list[Record], now: float) -> dict[str, int]:
         """Put new, in-scope URLs into the frontier; then mark them seen."""
@@ -319,13 +321,20 @@ class Crawl:
         # log event is missing.
         self.fetched.put(recs)
         self.log.write(event_of(r, now) for r in recs)
-        self.frontier.complete(recs, now)
+        for ev in self.frontier.complete(recs, now):
+            if "robots_wait" in ev or "robots_resumed" in ev:
+                text = wait_notice(ev, now)
+                if text:
+                    self.notify(text)
         pages = 0
         for r in recs:
             outcome = r.get("outcome", "?")
             self.progress.add(f"outcome/{outcome}")
             self.progress.bytes += int(r.get("bytes") or 0)
             pages += outcome in ("ok", "not-modified")
+            if outcome == "ok":  # what "pages stored" holds, for the summary
+                html = str(r.get("content_type") or "").startswith(("text/html", "application/xhtml"))
+                self.progress.add("stored/html" if html else "stored/other")
         self.progress.results += len(recs)
         self.progress.pages += pages
         files = {r["warc"].get("file") for r in recs if isinstance(r.get("warc"), dict)}
@@ -409,6 +418,7 @@ class Crawl:
 
     def status(self, now: float) -> Record:
         fr = self.frontier.stats(now)
+        waiting = self.frontier.robots_waiting(now, limit=10)
         p = self.progress
         elapsed = now - p.started
         total = sum(v for k, v in p.counts.items() if k.startswith("outcome/"))
@@ -426,9 +436,16 @@ class Crawl:
             time_left=None if left is None else round(left, 1),
             pages_left=(self.opts.budgets.max_pages - p.pages) if self.opts.budgets.max_pages else None,
             stopping=self.stopping or None, counts=dict(sorted(p.counts.items())),
+            hosts_waiting_robots=waiting["hosts"], urls_waiting_robots=waiting["urls"],
+            robots_waiting=waiting["list"],
             options=describe(self.opts),  # what crawl why names its rules from
         )
 
     def write_status(self, st: Record) -> None:
         data = orjson.dumps(st)
         replace_file(self.cdir.root / RUN_STATUS, lambda f: f.write(data), sync=False)
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"crawl run: {text}\n")
+    sys.stderr.flush()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-from crawl.core import Record
+from crawl.core import CrawlDir, Record
+from crawl.frontier import describe_wait, plural
 
 
 def _num(n: float) -> str:
@@ -73,7 +74,9 @@ class RichDisplay:
         from rich.live import Live
 
         self.console = Console(stderr=True)
-        self.live = Live(console=self.console, auto_refresh=False, transient=False)
+        # transient: the live table goes when the run ends, and the summary (the same
+        # table, final figures) is printed once, not under a copy of itself
+        self.live = Live(console=self.console, auto_refresh=False, transient=True)
         self.live.start()
 
     def update(self, st: Record) -> None:
@@ -92,8 +95,9 @@ def table(st: Record, title: str = "crawl run") -> Any:
     rows = [
         ("pages/s, whole run", f"{st.get('avg_rate', st['rate']):.1f}"),
         ("pages/s, last 10 s", f"{st['rate']:.1f}"),
-        ("fetched", _num(st["fetched"])),
-        ("pages stored", _num(st["pages"])),
+        ("fetched (every outcome)", _num(st["fetched"])),
+        ("pages stored (200, 304)", _num(st["pages"])),
+        *_stored_kinds(st),
         ("queued", _num(st["queued"])),
         ("hosts", _num(st["hosts"])),
         ("hosts ready", _num(st["hosts_ready"])),
@@ -101,7 +105,10 @@ def table(st: Record, title: str = "crawl run") -> Any:
         ("backlog (due, not fetched)", _num(st["backlog"])),
         ("fetched, not parsed yet", _num(st.get("unparsed", 0))),
         ("fetching paused for parsing", f"{st.get('parse_wait', 0.0):.1f} s"),
-        ("errors", f"{100 * st['error_rate']:.1f}%"),
+        *_error_rows(st),
+        *([("waiting on robots.txt", f"{plural(st['hosts_waiting_robots'], 'host')}, "
+                                      f"{plural(st.get('urls_waiting_robots', 0), 'URL')}")]
+          if st.get("hosts_waiting_robots") else []),
         ("downloaded", _bytes(st["bytes"])),
         ("elapsed", f"{st['elapsed']:.1f} s"),
         ("budget", _left(st)),
@@ -111,6 +118,30 @@ def table(st: Record, title: str = "crawl run") -> Any:
     for k, v in rows:
         t.add_row(k, v)
     return t
+
+
+_NET_FAILURES = ("timeout", "connect-error", "dns-error", "protocol-error")
+
+
+def _stored_kinds(st: Record) -> list[tuple[str, str]]:
+    """What "pages stored" holds: HTML pages and everything else (sitemaps, feeds, text)."""
+    c = st.get("counts") or {}
+    if "stored/html" not in c and "stored/other" not in c:
+        return []
+    return [("  HTML / other types", f"{_num(c.get('stored/html', 0))} / {_num(c.get('stored/other', 0))}")]
+
+
+def _error_rows(st: Record) -> list[tuple[str, str]]:
+    """Failed fetches, split by whose failure: the site's own answers (HTTP 4xx/5xx)
+    and the network's (timeouts, refused connections, DNS, broken responses)."""
+    c = st.get("counts") or {}
+    total = sum(v for k, v in c.items() if k.startswith("outcome/"))
+    if not total:
+        return [("errors", f"{100 * st['error_rate']:.1f}%")]
+    http = c.get("outcome/http-error", 0)
+    net = sum(c.get(f"outcome/{k}", 0) for k in _NET_FAILURES)
+    return [("site errors (HTTP 4xx/5xx)", f"{_num(http)} ({100 * http / total:.1f}%)"),
+            ("network errors (timeouts, refused, DNS)", f"{_num(net)} ({100 * net / total:.1f}%)")]
 
 
 def make_display(mode: str, interval: float | None = None) -> Any:
@@ -124,12 +155,45 @@ def make_display(mode: str, interval: float | None = None) -> Any:
     return PlainDisplay(interval=interval or 10.0)
 
 
-def summary(st: Record, err: IO[str] | None = None) -> None:
-    """The final table (rich renders plain text when stderr is not a terminal)."""
+def summary(st: Record, err: IO[str] | None = None, where: CrawlDir | None = None) -> None:
+    """The final table (rich renders plain text when stderr is not a terminal), the
+    outcomes, and where the results are (``where``: the crawl directory)."""
     from rich.console import Console
 
-    console = Console(file=err or sys.stderr)
+    out = err or sys.stderr
+    # Not a terminal (cron, a log file): no wrapping at rich's default 80 columns, so
+    # every line of the summary stays one line for grep.
+    console = Console(file=out, width=None if out.isatty() else 1000)
     console.print(table(st, title="crawl run: summary"))
     outcomes = {k[8:]: v for k, v in st.get("counts", {}).items() if k.startswith("outcome/")}
     if outcomes:
-        console.print("outcomes: " + ", ".join(f"{k} {v:,}" for k, v in sorted(outcomes.items())))
+        console.print("outcomes: " + ", ".join(f"{k} {v:,}" for k, v in sorted(outcomes.items())),
+                      soft_wrap=True)
+    if where is not None:
+        for text in results_where(where):
+            console.print(text, soft_wrap=True, markup=False, highlight=False)
+    waiting = st.get("robots_waiting") or []
+    if waiting:
+        # Their URLs were not fetched and not dropped: say where they are and when they go.
+        n = st.get("hosts_waiting_robots", len(waiting))
+        console.print(f"waiting on an unreachable robots.txt ({plural(n, 'host')}, "
+                      f"{plural(st.get('urls_waiting_robots', 0), 'URL')}, kept queued: a later run "
+                      "fetches them once robots.txt answers):", soft_wrap=True, markup=False)
+        for w in waiting:
+            console.print(f"  {describe_wait(w, st['ts'])}", soft_wrap=True, markup=False)
+        if n > len(waiting):
+            console.print(f"  ... and {plural(n - len(waiting), 'more host')} (crawl stats --dir D --json)",
+                          markup=False)
+
+
+def results_where(cdir: CrawlDir) -> list[str]:
+    """Where a crawl's results are, for the summary: the WARC files, their index, the log."""
+    from .stats import warc_files
+
+    warcs = warc_files(cdir.warc)
+    index = cdir.warc / "index.cdxj"
+    return [
+        f"WARC files: {len(warcs):,} in {cdir.warc}" + (f" (newest {warcs[-1].name})" if warcs else ""),
+        f"index: {index}" + ("" if index.exists() else f" (not built yet: crawl index --dir {cdir.root})"),
+        f"crawl log: {cdir.log} (zstdcat {cdir.log}/*.zst); figures: crawl stats --dir {cdir.root}",
+    ]

@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import trio
 
-from crawl.core import Batch, CrawlDir, CrawlError, ExitStatus, Record, Report
+from crawl.core import (
+    Batch,
+    CrawlDir,
+    CrawlError,
+    ExitStatus,
+    Lifeline,
+    Record,
+    Report,
+    hold_lifeline,
+)
 from crawl.fetch import fetch_all, open_fetcher
 
 from .crawl import Crawl, RunOptions
@@ -88,10 +98,21 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
 # spool) and `finished()` still sees their work through the spool counts.
 
 
-def _child_main(root: str, opts: RunOptions, done: Any, stop: Any) -> None:
-    """Entry point of one parse process (spawned; ignores Ctrl-C: the parent decides)."""
+def _child_main(root: str, opts: RunOptions, line: Any) -> None:
+    """Entry point of one parse process (spawned; ignores Ctrl-C: the parent decides).
+
+    ``line`` is the child's end of its :class:`~crawl.core.Lifeline`: the
+    parent says ``done`` (finish what is queued) or ``stop`` (leave the rest
+    in the spool) through it, and the child exits when the parent is gone.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    done, stop = threading.Event(), threading.Event()
+
+    def heard(message: bytes) -> None:
+        (stop if message == _STOP else done).set()
+
+    hold_lifeline(line, heard)
     try:
         crawl = Crawl(CrawlDir(root), opts)
         try:
@@ -110,34 +131,55 @@ def _child_main(root: str, opts: RunOptions, done: Any, stop: Any) -> None:
         sys.exit(ExitStatus.ERROR)
 
 
+_DONE, _STOP = b"done", b"stop"
+
+
 async def _process_children(crawl: Crawl) -> None:
     import multiprocessing
 
-    ctx = multiprocessing.get_context("spawn")  # no fork of a threaded, LMDB-holding process
-    done, stop = ctx.Event(), ctx.Event()
-    procs = [ctx.Process(target=_child_main, args=(str(crawl.cdir.root), crawl.opts, done, stop),
+    # spawn: no fork of a threaded, LMDB-holding process. It starts
+    # multiprocessing's resource tracker; nothing here registers anything with
+    # it (no semaphores: the lifelines carry done/stop), and it exits once the
+    # children, which die with this process, are gone.
+    ctx = multiprocessing.get_context("spawn")
+    lines = [Lifeline() for _ in range(crawl.opts.parse_procs)]
+    procs = [ctx.Process(target=_child_main, args=(str(crawl.cdir.root), crawl.opts, line.reader),
                          name=f"crawl-parse-{i}", daemon=True)
-             for i in range(crawl.opts.parse_procs)]
-    for p in procs:
-        p.start()
+             for i, line in enumerate(lines)]
+    told: set[bytes] = set()
+
+    def tell(message: bytes) -> None:
+        if message not in told:
+            told.add(message)
+            for line in lines:
+                line.send(message)
+
     try:
+        for p, line in zip(procs, lines, strict=True):
+            p.start()
+            line.drop_reader()
         while not crawl.fetch_done:
             if crawl.stopping.startswith("signal"):
-                stop.set()  # the rest waits in the spool for the next run
+                tell(_STOP)  # the rest waits in the spool for the next run
             for p in procs:
                 if not p.is_alive() and p.exitcode not in (0, None):
                     said = " on the error above" if p.exitcode == ExitStatus.ERROR else ""
                     raise CrawlError(f"parse process {p.name} stopped{said} (exit {p.exitcode}); "
                                      "the crawl stopped, its work is safe in the spool: run again")
             await trio.sleep(0.2)
-        done.set()
+        tell(_DONE)
         if crawl.stopping.startswith("signal"):
-            stop.set()
+            tell(_STOP)
         for p in procs:
             await trio.to_thread.run_sync(p.join)
     finally:
-        stop.set()
+        tell(_STOP)
         for p in procs:
+            if p.pid is None:
+                continue  # never started
             p.join(5)
             if p.is_alive():
                 p.kill()
+                p.join()
+        for line in lines:
+            line.close()

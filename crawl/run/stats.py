@@ -18,6 +18,14 @@ from crawl.core import CrawlDir, open_env
 RUN_STATUS = "run-status.json"
 
 
+def warc_files(warc_dir: Path) -> list[Path]:
+    """The WARC files proper (the store's own list): not their ``.cdxj`` sidecars,
+    which a glob of ``*.warc*`` counted as WARC files too."""
+    from crawl.store import cdxj
+
+    return cdxj.warc_files(warc_dir) if warc_dir.is_dir() else []
+
+
 def _dir_bytes(path: Path, pattern: str) -> tuple[int, int]:
     files = [p for p in path.glob(pattern) if p.is_file()] if path.exists() else []
     return len(files), sum(p.stat().st_size for p in files)
@@ -32,6 +40,8 @@ def gather(root: str | Path, now: float | None = None) -> dict[str, Any]:
 
         fr = Frontier(cd.frontier)
         out["frontier"] = fr.stats(now)
+        # hosts whose URLs wait on an unreachable robots.txt, and when each is checked again
+        out["robots_waiting"] = fr.robots_waiting(now, limit=20)
     if (cd.seen / "data.mdb").exists():
         env = open_env(cd.seen)
         with env.begin() as txn:
@@ -42,8 +52,8 @@ def gather(root: str | Path, now: float | None = None) -> dict[str, Any]:
 
         # not closed: the environment is shared per process (a running crawl may hold it)
         out["recrawl"] = Recrawler(cd).stats(now)  # backlog: re-crawls due but not yet emitted
-    n, size = _dir_bytes(cd.warc, "*.warc*")
-    out["warc"] = {"files": n, "bytes": size, "dir": str(cd.warc)}
+    warcs = warc_files(cd.warc)
+    out["warc"] = {"files": len(warcs), "bytes": sum(p.stat().st_size for p in warcs), "dir": str(cd.warc)}
     n, size = _dir_bytes(cd.log, "*.zst")
     out["log"] = {"files": n, "bytes": size}
     status = cd.root / RUN_STATUS

@@ -40,7 +40,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from crawl import __version__
-from crawl.core import CrawlError
+from crawl.core import CrawlError, check_file_name
 
 DEFAULT_MAX_SIZE = 1 << 30  # rotate WARC files at 1 GiB
 SPOOL_IN_MEMORY = 64 << 10  # bodies larger than this spill to a temp file
@@ -233,9 +233,9 @@ class WarcWriter:
     ) -> None:
         if compression not in COMPRESSIONS:
             raise CrawlError(f"unknown WARC compression {compression!r}; use one of {COMPRESSIONS}")
+        self.prefix = check_file_name(prefix, "WARC file prefix")
         self.dir = Path(warc_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.prefix = prefix
         self.max_size = max_size
         self.compression = compression
         self.info = info or {}

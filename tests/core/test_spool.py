@@ -130,3 +130,45 @@ def test_stage_reads_and_writes_spools(tmp_path: Path) -> None:
     with Spool(tmp_path / "out") as sp:
         urls = [orjson.loads(d)["url"] for _, d in sp.claim(10)]
     assert urls == ["http://a.test/", "http://b.test/"]
+
+
+def test_peek_looks_without_taking(tmp_path: Path) -> None:
+    """`crawl spool peek` (the README's way to look at a spool) leaves every record where
+    it was, also one a consumer has claimed; `take` then still gets them all."""
+    sp_path = tmp_path / "s"
+    _fill(sp_path, 30)
+    with Spool(sp_path) as sp:
+        claimed = sp.claim(3)  # a consumer is mid-batch
+    p = subprocess.run([*CRAWL, "spool", "peek", str(sp_path), "-n", "5"], capture_output=True, timeout=60)
+    assert p.returncode == 0
+    assert [orjson.loads(x)["i"] for x in p.stdout.splitlines()] == [3, 4, 5, 6, 7]
+    p = subprocess.run([*CRAWL, "spool", "peek", str(sp_path), "-n", "0", "--claimed"], capture_output=True,
+                       timeout=60)
+    assert [orjson.loads(x)["i"] for x in p.stdout.splitlines()] == list(range(30))
+    with Spool(sp_path) as sp:
+        assert sp.counts() == {"queued": 27, "claimed": 3}
+        sp.ack(k for k, _ in claimed)
+    out = tmp_path / "out.ndjson"
+    subprocess.run([*CRAWL, "spool", "take", str(sp_path), "-o", str(out)], check=True, timeout=60)
+    assert _ids(out) == list(range(3, 30))
+
+
+def test_reading_a_missing_spool_creates_nothing(tmp_path: Path) -> None:
+    for args in (["spool", "take", "typo"], ["spool", "peek", "typo"], ["spool", "stats", "typo"],
+                 ["seen", "--dir", "c", "-i", "spool:typo"]):
+        p = subprocess.run([*CRAWL, *args], capture_output=True, timeout=60, cwd=tmp_path)
+        assert p.returncode == 2 and b"no spool at typo" in p.stderr, (args, p.stderr)
+    assert sorted(x.name for x in tmp_path.iterdir()) == []  # no empty spool, no crawl dir
+
+
+def test_output_to_a_directory_needs_spool_prefix(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    p = subprocess.run([*CRAWL, "canon", "-o", str(tmp_path / "d")], input=b"http://a.test/\n",
+                       capture_output=True, timeout=60)
+    assert p.returncode == 2 and b"spool:" in p.stderr
+    assert list((tmp_path / "d").iterdir()) == []  # no LMDB files slipped in
+    p = subprocess.run([*CRAWL, "canon", "-o", f"spool:{tmp_path / 'd'}"], input=b"http://a.test/\n",
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0
+    with Spool(tmp_path / "d") as sp:
+        assert sp.counts()["queued"] == 1

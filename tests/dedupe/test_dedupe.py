@@ -316,6 +316,87 @@ def test_cli_jobs_gives_the_same_records_as_one_process(testweb, tmp_path: Path)
                                                      and "dedupe_error" not in r]
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_cli_malformed_pointers_are_said_counted_and_passed_on(tmp_path: Path, jobs: int) -> None:
+    """A fetch record whose warc pointer is malformed crashed the stage (KeyError for a
+    missing offset, ValueError for a NUL, MemoryError for a length of 1e15); now each
+    is named on stderr, counted as unreadable and passed on with dedupe_error."""
+    from crawl.core import CrawlDir
+    from crawl.store import BodyBuffer, Capture, WarcWriter, http_block
+
+    d = tmp_path / "d"
+    w = WarcWriter(CrawlDir(d).warc)
+    resp = http_block("HTTP/1.1 200 OK", [("Content-Type", "text/html")])
+    buf = BodyBuffer(resp.headers_buff)
+    buf.write(page(article(3)))
+    good = w.write(Capture("http://a.test/good", "response", 1.78e9, {}, response=resp, body=buf))
+    w.close()
+    assert good is not None
+    bad = {
+        "http://a.test/no-offset": {"file": good["file"]},
+        "http://a.test/nul": {"file": "x\x00y.warc.gz", "offset": 0, "length": 10},
+        "http://a.test/float": {**good, "length": 1e15},
+        "http://a.test/huge": {**good, "length": 10**15},
+        "http://a.test/outside": {"file": "../../x.warc.gz", "offset": 0, "length": 10},
+        "http://a.test/negative": {**good, "offset": -5},
+        "http://a.test/text": {**good, "length": "ten"},
+    }
+    feed = b"".join(orjson.dumps(fetch(u, warc=ptr)) + b"\n" for u, ptr in bad.items())
+    feed += orjson.dumps(fetch("http://a.test/good", warc=good)) + b"\n"
+    p = _crawl("dedupe", "--dir", str(d), "--jobs", str(jobs), "--stats", str(tmp_path / "s.json"),
+               stdin=feed)
+    assert p.returncode == 0, p.stderr
+    err = p.stderr.decode()
+    assert "Traceback" not in err
+    out = {r["url"]: r for r in map(orjson.loads, p.stdout.splitlines())}
+    assert list(out) == [*bad, "http://a.test/good"]  # nothing dropped, order kept
+    for url in bad:
+        assert "dedupe_error" in out[url] and "simhash" not in out[url]
+        assert sum(line.startswith(f"crawl dedupe: {url}: ") for line in err.splitlines()) == 1
+    assert "has no offset or length" in err and "control characters" in err
+    assert "past the end of" in err and "outside the WARC directory" in err
+    assert "simhash" in out["http://a.test/good"]
+    assert orjson.loads((tmp_path / "s.json").read_bytes())["unreadable"] == len(bad)
+
+
+def test_cli_jobs_workers_die_with_the_parent(tmp_path: Path) -> None:
+    """`crawl dedupe --jobs 2` SIGKILLed alone (stdin still open, workers idle): its
+    forkserver, workers and resource tracker must not live on."""
+    import os
+    import signal
+
+    from proctree import alive, cmdline, group, kill_leftovers, parent, wait_for
+
+    proc = subprocess.Popen([sys.executable, "-m", "crawl", "dedupe", "--dir", str(tmp_path / "d"),
+                             "--jobs", "2"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    pgid, before = proc.pid, set()
+    assert proc.stdin is not None
+    try:
+        # one batch makes the pool start a worker (its pointer leads nowhere: an error string)
+        proc.stdin.write(orjson.dumps(fetch("http://a.test/", warc={"file": "none.warc.gz", "offset": 0,
+                                                                   "length": 10})) + b"\n")
+        proc.stdin.flush()
+
+        def workers() -> list[int]:
+            procs = group(pgid)
+            servers = {p for p in procs if "forkserver" in cmdline(p)}
+            return [p for p in procs if p in servers and parent(p) in servers]
+
+        assert wait_for(lambda: len(workers()) >= 1, 60), [cmdline(p) for p in group(pgid)]
+        before = group(pgid)
+        assert any("resource_tracker" in cmdline(p) for p in before)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert wait_for(lambda: not alive(before, pgid), 15), [cmdline(p) for p in alive(before, pgid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        kill_leftovers(before, pgid)
+
+
 def test_a_fingerprint_survives_the_trip_from_a_worker(tmp_path: Path) -> None:
     """What `--jobs` workers send back (Fingerprint.__reduce__) settles to the same simhash."""
     import pickle

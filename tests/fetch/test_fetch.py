@@ -59,7 +59,7 @@ def test_outcomes_of_a_mixed_batch(srv: Server, tmp_path: Path) -> None:
 
 
 def test_bodies_read_back_byte_exact_and_warcio_check_passes(srv: Server, tmp_path: Path) -> None:
-    from test_store import warcio_check
+    from warcutil import warcio_check
 
     res = by_path(fetch(srv, tmp_path, "/ok", "/gzip", "/chunked"))
     d = tmp_path / "D" / "warc"

@@ -149,7 +149,12 @@ def _peak_rss_kib(args: list[str], stdin: bytes, tmp_path: Path) -> tuple[int, l
     peak = 0
     with open(inp, "rb") as i, open(outp, "wb") as o:
         proc = subprocess.Popen(args, stdin=i, stdout=o, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120  # "did not hang", not a speed claim
         while proc.poll() is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise AssertionError(f"crawl fetch still running after 120 s: {args}")
             try:
                 status = Path(f"/proc/{proc.pid}/status").read_text()
                 peak = max(peak, int(status.split("VmHWM:")[1].split()[0]))
@@ -167,12 +172,10 @@ def test_hostile_routes_end_within_limits_with_bounded_memory(srv: Server, tmp_p
     paths = ["/huge"] * 4 + ["/endless"] * 2 + ["/gzip-bomb", "/br-bomb"] * 2 + ["/trickle", "/slow-headers",
                                                                              "/big-headers", "/image"]
     urls = "\n".join(srv.url("allow.test", p) for p in paths).encode()
-    t0 = time.monotonic()
     rss, got = _peak_rss_kib(cmd(tmp_path / "D", hosts), urls, tmp_path)
-    elapsed = time.monotonic() - t0
     assert len(got) == len(paths)
+    # every one was cut short by a cap (the process ends: _peak_rss_kib gives up after 120 s)
     assert {r["outcome"] for r in got} <= {"too-large", "timeout", "protocol-error", "skipped-content-type"}
-    assert elapsed < 2 + 10  # every exchange is capped at 2 s; startup and WARC writing on top
     # 4 x 20 MB + 2 endless + 4 bombs of 200 MB decoded went by: memory barely moved
     print(f"peak RSS {base_rss} KiB (one page) vs {rss} KiB (hostile batch)")
     assert rss - base_rss < 40 * 1024, (base_rss, rss)
@@ -198,3 +201,17 @@ def test_crawl_index_command(srv: Server, tmp_path: Path, hosts: Path) -> None:
     f.write_bytes(f.read_bytes()[:-7])  # tear the last record
     p = subprocess.run(index + ["--check"], capture_output=True, timeout=60)
     assert p.returncode == 1 and orjson.loads(p.stdout.splitlines()[0])["torn_at"] is not None
+
+
+def test_plain_urls_are_validated_like_every_stage(tmp_path: Path, hosts: Path) -> None:
+    """A plain URL the canonicaliser refuses is outcome invalid-url with its reason (the
+    unclosed IPv6 bracket used to be a traceback and protocol-error 'internal error')."""
+    bad = ["http://[::1", "ftp://x.test/", "http://h.test:99999/", "http//typo"]
+    p = subprocess.run(cmd(tmp_path / "D", hosts), input="\n".join(bad).encode() + b"\n",
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0 and b"Traceback" not in p.stderr
+    out = results(p.stdout)
+    assert [r["url"] for r in out] == bad
+    assert {r["outcome"] for r in out} == {"invalid-url"}
+    assert [r["error"].split(":")[0] for r in out] == ["invalid-host", "unsupported-scheme", "invalid-port",
+                                                      "relative-without-base"]

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from crawl import store
-from crawl.robots.fetch import ROBOTS_TTL, UNREACHABLE_TTL, origin_of
+from crawl.robots.fetch import RECHECK, ROBOTS_TTL, UNREACHABLE_TTL, origin_of, recheck_delay
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from fetchutil import run_batch  # noqa: E402
@@ -61,10 +60,47 @@ def test_5xx_timeout_and_transport_errors_mean_disallow_everything(
         srv: Server, tmp_path: Path, host: str) -> None:
     n = len(srv.state.requests(host, "/ok"))
     r = one(srv, tmp_path, host)
-    assert r["outcome"] == "robots-disallowed"
+    # not a rule that refuses the URL: it waits for robots.txt to be checked again
+    assert r["outcome"] == "robots-unreachable"
     assert r["robots"]["verdict"] == "unreachable" and "unreachable" in r["error"]
-    assert r["retry_after"] > 0  # come back later: this is not a rule
+    assert r["robots"]["checks"] == 1 and r["robots"]["next_check"] > r["fetched_at"]
+    assert 0 < r["retry_after"] <= RECHECK  # the first re-check is soon
     assert len(srv.state.requests(host, "/ok")) == n  # the page itself was never requested
+
+
+def test_unreachable_robots_is_checked_again_with_backoff_or_retry_after(srv: Server, tmp_path: Path) -> None:
+    now = [1_800_000_000.0]
+    clock = lambda: now[0]  # noqa: E731
+    host = "delay.test"
+    srv.state.robots_mode[host] = "503"
+    try:
+        waits = []
+        for _ in range(4):
+            before = robots_requests(srv, host)
+            r = one(srv, tmp_path, host, clock=clock)
+            assert r["outcome"] == "robots-unreachable" and robots_requests(srv, host) == before + 1
+            waits.append(r["retry_after"])
+            # asked again before the next check: the cached verdict answers, no request
+            now[0] += r["retry_after"] - 1
+            r = one(srv, tmp_path, host, clock=clock)
+            assert r["outcome"] == "robots-unreachable" and robots_requests(srv, host) == before + 1
+            assert r["retry_after"] == pytest.approx(1.0)
+            now[0] += 1
+        assert waits == [RECHECK, 2 * RECHECK, 4 * RECHECK, 8 * RECHECK]  # doubling, from the cache on disk
+        assert recheck_delay(40, None) == UNREACHABLE_TTL  # ... up to 30 minutes
+        srv.state.robots_mode[host] = "503-retry"  # Retry-After: 7 wins over the backoff
+        r = one(srv, tmp_path, host, clock=clock)
+        assert r["outcome"] == "robots-unreachable" and r["retry_after"] == 7 and r["robots"]["status"] == 503
+        srv.state.robots_mode.pop(host)
+        now[0] += 7
+        assert one(srv, tmp_path, host, clock=clock)["outcome"] == "ok"  # readable again: crawled
+        srv.state.robots_mode[host] = "503"
+        now[0] += ROBOTS_TTL + 1  # the good copy expires, the file fails again: the count starts over
+        r = one(srv, tmp_path, host, "/no", clock=clock)
+        assert r["outcome"] == "robots-disallowed" and r["robots"]["source"] == "stale"  # RFC 9309 2.4
+        assert one(srv, tmp_path, host, "/ok", clock=clock)["outcome"] == "ok"
+    finally:
+        srv.state.robots_mode.pop(host, None)
 
 
 def test_redirects_are_followed_up_to_five_hops(srv: Server, tmp_path: Path) -> None:
@@ -121,7 +157,7 @@ def test_stale_copy_used_while_unreachable(srv: Server, tmp_path: Path) -> None:
 def test_without_a_cached_copy_unreachable_is_disallow(srv: Server, tmp_path: Path) -> None:
     srv.state.robots_mode["allow.test"] = "503"
     try:
-        assert one(srv, tmp_path, "allow.test", "/ok")["outcome"] == "robots-disallowed"
+        assert one(srv, tmp_path, "allow.test", "/ok")["outcome"] == "robots-unreachable"
     finally:
         srv.state.robots_mode.pop("allow.test")
 
@@ -152,10 +188,12 @@ def test_fetch_robots_sync_live_mode(srv: Server, tmp_path: Path) -> None:
 
     hosts = tmp_path / "hosts"
     hosts.write_text(hosts_text())
+    before = robots_requests(srv, "allow.test")
     info = fetch_robots_sync(srv.url("allow.test", "/x"), resolve_file=hosts, allow_private=True)
     assert info.verdict == "parsed" and not info.robots.allowed("/private/a", "crawl")
+    assert robots_requests(srv, "allow.test") == before + 1  # live: fetched, no cache given
     info = fetch_robots_sync(srv.url("r500.test", "/x"), resolve_file=hosts, allow_private=True)
     assert info.verdict == "unreachable" and info.status == 500
     refused = fetch_robots_sync(srv.url("allow.test", "/x"), resolve_file=hosts)
     assert refused.verdict == "unreachable" and "private" in refused.error
-    assert trio  # trio is what runs it underneath
+    assert robots_requests(srv, "allow.test") == before + 1  # the refused address was never dialled

@@ -35,7 +35,7 @@ def test_whole_test_web_against_the_manifest(testweb: Any, tmp_path: Path) -> No
         assert r["outcome"] in records.OUTCOMES
         assert r["ip"] == host["address"]  # the override's address, in the result
         if robots["variant"] in ("500", "timeout"):
-            assert r["outcome"] == "robots-disallowed", (url, r)
+            assert r["outcome"] == "robots-unreachable", (url, r)
             assert r["robots"]["verdict"] == "unreachable"
             continue
         if page.get("disallowed"):

@@ -353,6 +353,82 @@ def test_deferred_goes_back_without_a_failure(fr: Frontier) -> None:
     assert fr.dump("a.test", T0 + 1)["consecutive_failures"] == 0
 
 
+def test_unreachable_robots_keeps_the_hosts_urls_queued_until_it_can_be_read(fr: Frontier) -> None:
+    # RFC 9309: fetch nothing while robots.txt answers 5xx -- but lose nothing either.
+    urls = [f"http://a.test/{n}" for n in range(3)]
+    fr.add([url_rec(u) for u in urls] + [url_rec("http://b.test/")], T0)
+    leases = {rec["host"]: rec for rec in fr.next(10, 60, T0)}
+    robots = {"status": 503, "error": "robots.txt returned 503", "verdict": "unreachable"}
+    [ev] = fr.complete([fetch(leases["a.test"], "robots-unreachable", retry_after=90.0, robots=robots),
+                        ], T0)
+    assert ev["disposition"] == "robots-wait" and ev["next_allowed"] == T0 + 90  # exactly when asked
+    assert ev["robots_wait"] == {"since": T0, "next_check": T0 + 90, "status": 503, "checks": 1,
+                                 "error": "robots.txt returned 503", "urls": 3, "new": True}
+    [other] = fr.complete([fetch(leases["b.test"])], T0)  # another host: nothing about robots
+    assert "robots_wait" not in other and "robots_resumed" not in other
+    assert all(fr.state_of(u) == "queued" for u in urls)
+    st = fr.stats(T0 + 1)
+    assert (st["queued"], st["hosts_waiting_robots"], st["urls_waiting_robots"]) == (3, 1, 3)
+    w = fr.robots_waiting(T0 + 1)
+    assert [(x["host"], x["urls"], x["next_check"], x["checks"]) for x in w["list"]] == [("a.test", 3, T0 + 90, 1)]
+    assert fr.dump("a.test", T0 + 1)["robots_wait"]["next_check"] == T0 + 90
+    assert fr.next(10, 60, T0 + 89) == []  # nothing until the next check
+    # a second failed check: still waiting, the count goes up, no failure or attempt counted
+    [again] = fr.next(10, 60, T0 + 90)
+    assert again["url"] == urls[0] and again["attempt"] == 1
+    [ev] = fr.complete([fetch(again, "robots-unreachable", retry_after=180.0, robots=robots)], T0 + 90)
+    assert ev["robots_wait"]["checks"] == 2 and not ev["robots_wait"]["new"]
+    assert ev["robots_wait"]["since"] == T0
+    assert fr.dump("a.test", T0 + 90)["consecutive_failures"] == 0
+    # robots.txt answers again: the fetcher defers the page, and the wait is over
+    [third] = fr.next(10, 60, T0 + 270)
+    [ev] = fr.complete([fetch(third, "deferred")], T0 + 270)
+    assert ev["disposition"] == "deferred" and ev["robots_resumed"] == {"since": T0, "checks": 2, "urls": 3}
+    assert fr.robots_waiting(T0 + 271)["hosts"] == 0 and fr.stats(T0 + 271)["urls_waiting_robots"] == 0
+    got = []
+    now = T0 + 271
+    while len(got) < 3:
+        [lease] = fr.next(1, 60, now)
+        [ev] = fr.complete([fetch(lease)], now)
+        assert "robots_resumed" not in ev
+        got.append(lease["url"])
+        now = ev["next_allowed"]
+    assert got == urls and fr.pending()["queued"] == 0  # every URL fetched, none lost
+
+
+def test_next_wait_ends_when_only_robots_waits_are_left(tmp_path: Path) -> None:
+    """`crawl frontier next --wait` (bin/crawl-pipeline's loop) does not sit out re-checks
+    minutes apart: it ends, says why, and the URLs stay queued for the next run."""
+    import subprocess
+    import sys
+    import time
+
+    d = tmp_path / "D"
+    with Frontier(d / "frontier") as f:
+        now = time.time()
+        f.add([url_rec("http://a.test/x"), url_rec("http://a.test/y")], now)
+        [lease] = f.next(1, 60, now)
+        [ev] = f.complete([fetch(lease, "robots-unreachable", retry_after=600.0)], now)
+        assert ev["disposition"] == "robots-wait"
+    res = subprocess.run([sys.executable, "-m", "crawl", "frontier", "next", "--dir", str(d), "--wait"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout == "", res.stderr
+    assert "waits on an unreachable robots.txt (1 host, 2 URLs, kept queued)" in res.stderr
+    with Frontier(d / "frontier") as f:
+        assert f.pending() == {"queued": 2, "in_flight": 0}
+
+
+def test_robots_wait_without_retry_after_backs_off(fr: Frontier) -> None:
+    fr.add([url_rec("http://a.test/x")], T0)
+    [lease] = fr.next(1, 60, T0)
+    [ev] = fr.complete([fetch(lease, "robots-unreachable")], T0)
+    assert ev["disposition"] == "robots-wait" and ev["next_allowed"] == T0 + backoff_delay(DEFAULT, 1)
+    [lease] = fr.next(1, 60, ev["next_allowed"])
+    [ev] = fr.complete([fetch(lease, "robots-unreachable")], lease["deadline"] - 60)
+    assert ev["next_allowed"] == lease["deadline"] - 60 + backoff_delay(DEFAULT, 2)
+    assert fr.state_of("http://a.test/x") == "queued"
+
+
 # ---- leases -----------------------------------------------------------------------------------
 
 

@@ -159,6 +159,41 @@ def test_missing_warc_is_reported_and_skipped(crawl: tuple[Path, list[dict[str, 
     assert orjson.loads((d / "s.json").read_bytes())["unreadable"] == 2
 
 
+@pytest.mark.parametrize("where", ["dir", "paths"])
+def test_malformed_pointers_are_named_counted_and_skipped(crawl: tuple[Path, list[dict[str, Any]]],
+                                                          where: str) -> None:
+    """With --dir (names inside DIR/warc) and without (pointers' file names as paths):
+    each malformed pointer is one message naming its fault, one reject, one count."""
+    d, fetches = crawl
+    good = dict(fetches[0]["warc"])
+    if where == "paths":
+        good["file"] = str(CrawlDir(d).warc / good["file"])
+    bad = {
+        "http://a.test/no-offset": {"file": good["file"]},
+        "http://a.test/nul": {"file": "x\x00y.warc.gz", "offset": 0, "length": 10},
+        "http://a.test/float": {**good, "length": 1e15},
+        "http://a.test/huge": {**good, "length": 10**15},
+        "http://a.test/negative": {**good, "offset": -5},
+        "http://a.test/bool": {**good, "length": True},
+    }
+    recs = [{**fetches[0], "url": u, "warc": ptr} for u, ptr in bad.items()]
+    recs.append({**fetches[0], "warc": good})
+    args = ["--dir", str(d)] if where == "dir" else []
+    p = run([*args, "--rejects", "--stats", str(d / "s.json")], ndjson(recs))
+    assert p.returncode == 0, p.stderr
+    err = p.stderr.decode()
+    assert "Traceback" not in err
+    for url in bad:
+        assert sum(url + ":" in line for line in err.splitlines()) == 1, err
+    for words in ("has no offset or length", "control characters", "length 1000000000000000.0",
+                  "past the end of", "negative offset", "length True"):
+        assert words in err, words
+    out = lines(p.stdout)
+    assert [r["input"] for r in out if r["kind"] == "reject" and "unreadable" in r["error"]] == list(bad)
+    assert [r["url"] for r in out if r["kind"] == "link"] == ["http://a.test/x"]  # the good page
+    assert orjson.loads((d / "s.json").read_bytes())["unreadable"] == len(bad)
+
+
 def test_spool_in_spool_out(crawl: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
     d, fetches = crawl
     put = subprocess.run([sys.executable, "-m", "crawl", "spool", "put", str(tmp_path / "in")],

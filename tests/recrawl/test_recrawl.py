@@ -359,15 +359,17 @@ def test_cli_observe_passes_through_ping_emit_enqueue_and_stats(tmp_path: Path) 
     assert [r["kind"] for r in out] == ["fetch", "fetch", "link"]  # passed through, in order
     p = crawl("recrawl", "ping", "--dir", d, "--now", str(T0 + DAY), "http://a.test:8080/hot")
     assert p.returncode == 0 and b"1 URL(s) pinged" in p.stderr
-    p = crawl("recrawl", "--dir", d, "--now", str(T0 + DAY + 60))
-    assert [orjson.loads(x)["url"] for x in p.stdout.splitlines()] == ["http://a.test:8080/hot"]
+    for _ in range(2):  # without --enqueue a dry run: the ping is shown, and still there
+        p = crawl("recrawl", "--dir", d, "--now", str(T0 + DAY + 60))
+        assert [orjson.loads(x)["url"] for x in p.stdout.splitlines()] == ["http://a.test:8080/hot"]
+        assert b"dry run" in p.stderr
     p = crawl("recrawl", "--dir", d, "--now", str(T0 + 200 * DAY), "--enqueue")
-    assert [orjson.loads(x)["reason"] for x in p.stdout.splitlines()] == ["recrawl", "recrawl"]
+    assert [orjson.loads(x)["reason"] for x in p.stdout.splitlines()] == ["ping", "recrawl"]
     with Frontier(CrawlDir(d).frontier) as fr:
         assert fr.state_of(u) == "queued"
-    st = orjson.loads(crawl("recrawl", "stats", "--dir", d, "--now", str(T0 + 200 * DAY + 60)).stdout)
+    st = orjson.loads(crawl("recrawl", "stats", "--dir", d, "--json", "--now", str(T0 + 200 * DAY + 60)).stdout)
     assert st["pages"] == 2 and st["backlog"] == 0 and st["policy"] == "optimal"
-    page = orjson.loads(crawl("recrawl", "stats", "--dir", d, "--url", u).stdout)
+    page = orjson.loads(crawl("recrawl", "stats", "--dir", d, "--url", u, "--json").stdout)
     assert page["obs"] == [[DAY, 1]] and page["home"]
 
 
@@ -382,7 +384,7 @@ def test_cli_from_log_catches_up_once(tmp_path: Path) -> None:
     for _ in range(2):  # the second run finds nothing new: history is unchanged
         p = crawl("recrawl", "--dir", str(d), "--from-log", "--now", str(T0 + 3 * HOUR))
         assert p.returncode == 0
-        page = orjson.loads(crawl("recrawl", "stats", "--dir", str(d), "--url", u).stdout)
+        page = orjson.loads(crawl("recrawl", "stats", "--dir", str(d), "--url", u, "--json").stdout)
         assert page["n"] == 3 and page["obs"] == [[HOUR, 1], [HOUR, 1]]
 
 
@@ -392,9 +394,11 @@ def test_cli_budget_limits_each_run_and_bad_values_are_usage_errors(tmp_path: Pa
     with Recrawler(CrawlDir(d)) as r:
         r.observe([fetch(u, T0) for u in urls], T0)
     later = T0 + 365 * DAY
-    p = crawl("recrawl", "--dir", d, "--budget", "20/m", "--share", "0.5", "--now", str(later))
+    p = crawl("recrawl", "--dir", d, "--budget", "20/m", "--share", "0.5", "--now", str(later), "--enqueue")
     assert len(p.stdout.splitlines()) == 10  # the first run: a 60 s burst of 10/m
-    p = crawl("recrawl", "--dir", d, "--now", str(later + 30))  # settings were saved
+    p = crawl("recrawl", "--dir", d, "--now", str(later + 30))  # a dry run spends nothing
+    assert len(p.stdout.splitlines()) == 5
+    p = crawl("recrawl", "--dir", d, "--now", str(later + 30), "--enqueue")  # settings were saved
     assert len(p.stdout.splitlines()) == 5
     assert "backlog" in crawl("recrawl", "stats", "--dir", d).stdout.decode()
     st = orjson.loads(crawl("stats", "--dir", d, "--json").stdout)
@@ -403,6 +407,60 @@ def test_cli_budget_limits_each_run_and_bad_values_are_usage_errors(tmp_path: Pa
     assert p.returncode == 2 and b"expected a positive rate" in p.stderr
     p = crawl("recrawl", "--help")
     assert p.returncode == 0 and b"crawl recrawl ping" in p.stdout
+
+
+def test_cli_without_enqueue_is_a_dry_run(tmp_path: Path) -> None:
+    """`crawl recrawl --limit 5` only shows: the pings it lists are still there for the
+    run that queues them (they used to be spent, and not emitted again for an hour)."""
+    d = tmp_path / "c"
+    urls = [f"http://a.test/p{i}" for i in range(8)]
+    with Recrawler(CrawlDir(d)) as r:
+        r.observe([fetch(u, T0) for u in urls], T0)
+    p = crawl("recrawl", "ping", "--dir", str(d), "--now", str(T0 + 60), *urls)
+    assert p.returncode == 0 and b"8 URL(s) pinged" in p.stderr
+    before = (d / "recrawl" / "data.mdb").read_bytes()
+    shown = []
+    for _ in range(2):
+        p = crawl("recrawl", "--dir", str(d), "--limit", "5", "--now", str(T0 + 120))
+        shown.append([orjson.loads(x) for x in p.stdout.splitlines()])
+        assert b"nothing changed" in p.stderr
+    assert shown[0] == shown[1] and len(shown[0]) == 5  # the same five pings, twice
+    assert {r["reason"] for r in shown[0]} == {"ping"}
+    assert (d / "recrawl" / "data.mdb").read_bytes() == before  # not a byte written
+    with Recrawler(CrawlDir(d)) as r:
+        assert r.stats(T0 + 120)["pings"] == 8
+    p = crawl("recrawl", "--dir", str(d), "--limit", "5", "--now", str(T0 + 120), "--enqueue")
+    assert len(p.stdout.splitlines()) == 5
+    with Recrawler(CrawlDir(d)) as r:
+        assert r.stats(T0 + 120)["pings"] == 3
+
+
+def test_cli_ping_validates_and_canonicalises(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    p = crawl("recrawl", "ping", "--dir", str(d), "http://a.test/ok", "ftp://x/", "http://h:99999/")
+    assert p.returncode == 2 and b"Traceback" not in p.stderr
+    assert b"unsupported-scheme" in p.stderr and b"invalid-port" in p.stderr and b"nothing was pinged" in p.stderr
+    p = crawl("recrawl", "ping", "--dir", str(d), "HTTP://A.test:80/x/../news")
+    assert p.returncode == 0
+    with Recrawler(CrawlDir(d)) as r:
+        assert r.get("http://a.test/news") is not None and r.stats(T0)["pings"] == 1
+
+
+def test_cli_stats_for_people_and_json(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    u = "http://a.test/x"
+    with Recrawler(CrawlDir(d)) as r:
+        r.observe([fetch(u, T0, digest="a"), fetch(u, T0 + DAY, digest="b")], T0 + DAY)
+    view = crawl("recrawl", "stats", "--dir", str(d), "--url", u, "--now", str(T0 + DAY)).stdout.decode()
+    for label in ("last fetched", "change rate", "importance", "next visit", "payload digest then",
+                  "recent visits"):
+        assert label in view, view
+    assert "UTC" in view and "1d changed" in view
+    assert not any(line.split()[0] in ("hd", "hs", "imp", "slot", "obs") for line in view.splitlines())
+    raw = orjson.loads(crawl("recrawl", "stats", "--dir", str(d), "--url", u, "--json").stdout)
+    assert raw["obs"] == [[DAY, 1]] and "hd" in raw and raw["slot"][0] == 2
+    view = crawl("recrawl", "stats", "--dir", str(d)).stdout.decode()
+    assert "pages known" in view and "mu (optimal policy's multiplier)" in view
 
 
 # ---- end to end: real fetches from the test web, clock advanced between rounds ------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import random
+import sys
 import time
 from base64 import b32encode
 from pathlib import Path
@@ -13,10 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
-from warcio.checker import Checker
 
 from crawl import store
 from crawl.store import cdxj, warc
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+from warcutil import warcio_check  # noqa: E402
 
 
 def _capture(url: str, body: bytes, *, encoding: str | None = None, status: str = "200 OK",
@@ -31,16 +34,6 @@ def _capture(url: str, body: bytes, *, encoding: str | None = None, status: str 
     req = store.http_block("GET /p HTTP/1.1", [("Host", "example.test"), ("User-Agent", "crawl/0.1")])
     return store.Capture(url, "response", time.time(), {"outcome": "ok"}, ip="127.0.0.1",
                          request=req, response=resp, body=buf, truncated=truncated)
-
-
-def warcio_check(paths: list[Path]) -> int:
-    """Run warcio's own checker (the `warcio check` command) on the files."""
-
-    class Cmd:
-        inputs = [str(p) for p in paths]
-        verbose = False
-
-    return Checker(Cmd).process_all()
 
 
 @pytest.mark.parametrize("compression", ["gzip", "none"])

@@ -245,7 +245,7 @@ def test_robots_variants(testweb: TestWeb) -> None:
 
 
 def test_manifest_disallowed_agrees_with_the_crawlers_robots_parser(testweb: TestWeb) -> None:
-    robots = pytest.importorskip("crawl.robots")
+    from crawl import robots  # our own parser: a broken import is a failure, never a skip
     for variant in ("simple", "rules", "oversize", "redirect"):
         name = testweb.with_behaviour(variant)[0]
         url = testweb.url(name, "/robots.txt")
@@ -333,6 +333,7 @@ def test_redirect_chain_loop_and_cross_host(testweb: TestWeb) -> None:
 def test_busy_pages_answer_429_and_503_then_200(private: TestWeb) -> None:
     name = private.with_behaviour("busy")[0]
     expected = [(429, "2"), (429, None), (503, "date"), (503, None)]
+    before = len(private.requests())
     for n, (status, retry) in enumerate(expected):
         url = private.url(name, f"/busy/{n}.html")
         r = private.get(url)
@@ -343,6 +344,13 @@ def test_busy_pages_answer_429_and_503_then_200(private: TestWeb) -> None:
         else:
             assert ra == retry
         assert private.get(url).status_code == 200
+    # the log keeps the wait each answer asked for, in seconds after its end
+    log = [(r["path"], r["status"], r.get("retry_after")) for r in private.requests(before)]
+    assert [x[:2] for x in log] == [(f"/busy/{n}.html", s) for n, (st, _) in enumerate(expected)
+                                    for s in (st, 200)]
+    waits = [w for _, _, w in log]
+    assert waits[0] == 2.0 and waits[1::2] == [None] * 4 and waits[2] is None and waits[6] is None
+    assert 2.0 < waits[4] <= 3.0  # "now + 3 s" as an HTTP-date, whole seconds
 
 
 def test_slow_host_drips(private: TestWeb) -> None:
@@ -484,6 +492,47 @@ def test_audit_finds_each_known_violation_and_nothing_else() -> None:
     ])
 
 
+def _answer(host: str, start: float, end: float, status: int, retry_after: float | None = None) -> dict:
+    rec = {**_req(host, start, end, "/busy.html"), "status": status}
+    if retry_after is not None:
+        rec["retry_after"] = retry_after
+    return rec
+
+
+@pytest.mark.parametrize(
+    ("log", "found"),
+    [
+        # Retry-After: 5 is honoured (5.0 s after the answer ended), and the robots.txt counts too
+        ([_answer("a.test", 0, 1, 429, 5), _req("a.test", 6, 6.1)], []),
+        ([_answer("a.test", 0, 1, 503, 5), _req("a.test", 5.9, 6, "/robots.txt")], [("retry-after", "/robots.txt")]),
+        # every request inside the wait is one violation; one that overlaps the answer is overlap's
+        ([_answer("a.test", 0, 1, 429, 5), _req("a.test", 0.5, 0.6, "/o"), _req("a.test", 2, 2.1, "/x"),
+          _req("a.test", 4, 4.1, "/y"), _req("a.test", 6.1, 6.2)],
+         [("overlap", "/o"), ("retry-after", "/x"), ("retry-after", "/y")]),
+        # no Retry-After: back off at least --backoff (here 2 s), past the normal 0.5 s
+        ([_answer("a.test", 0, 1, 429), _req("a.test", 2, 2.1)], [("backoff", "/")]),
+        ([_answer("a.test", 0, 1, 503), _req("a.test", 3, 3.1)], []),
+        # Retry-After: 0 asks for nothing beyond the normal delay; other statuses ask for nothing
+        ([_answer("a.test", 0, 1, 429, 0), _req("a.test", 1.6, 1.7)], []),
+        ([_answer("a.test", 0, 1, 500), _req("a.test", 1.6, 1.7)], []),
+        ([_answer("a.test", 0, 1, 301, 60), _req("a.test", 1.6, 1.7)], []),
+        # the wait is per host: another host on the same address need not wait
+        ([_answer("a.test", 0, 1, 429, 5), _req("b.test", 1.1, 1.2)], []),
+    ],
+)
+def test_audit_holds_clients_to_retry_after_and_backoff(log: list[dict], found: list[tuple[str, str]]) -> None:
+    hosts = {"a.test": {"robots": {"rules": []}}, "b.test": {"robots": {"rules": []}}}
+    got = [(v["rule"], v["requests"][-1]["path"]) for v in audit(log, hosts, delay=0.5, backoff=2.0)]
+    assert sorted(got) == sorted(found)
+
+
+def test_audit_tolerance_applies_to_the_asked_wait() -> None:
+    hosts = {"a.test": {"robots": {"rules": []}}}
+    log = [_answer("a.test", 0, 1, 429, 5), _req("a.test", 5.95, 6)]
+    assert [v["rule"] for v in audit(log, hosts, delay=0)] == ["retry-after"]
+    assert audit(log, hosts, delay=0, tolerance=0.1) == []
+
+
 def test_audit_per_ip_counts_concurrency_across_hosts() -> None:
     hosts = {f"h{n}.test": {"robots": {"rules": []}} for n in range(6)}
     log = [_req(f"h{n}.test", 0 + n * 0.01, 1) for n in range(5)]  # 5 at once on one address
@@ -535,6 +584,31 @@ def test_audit_command_on_a_real_crawl_like_session(tmp_path: Path) -> None:
     assert sorted(r["rule"] for r in recs[:-1]) == ["disallowed", "gap", "gap"]
     clean = subprocess.run([*cmd[:-2], "--agent", "nobody"], capture_output=True, cwd=ROOT, timeout=60)
     assert clean.returncode == 0
+
+
+def test_audit_catches_a_client_that_ignores_slow_down_answers(tmp_path: Path) -> None:
+    """Through the real server and the command: its log carries the wait each busy
+    answer asked for, and asking again at once breaks retry-after (or backoff)."""
+    with start_testweb(tmp_path, hosts=3, pages=3, mix="busy", clock=TESTWEB_CLOCK) as web:
+        name = web.with_behaviour("busy")[0]
+        ua = {"User-Agent": "crawl/0.1 (+https://example.test)"}
+        for n in range(4):  # each answers 429/503 once, then 200 straight away
+            assert web.get(web.url(name, f"/busy/{n}.html"), headers=ua).status_code in (429, 503)
+            assert web.get(web.url(name, f"/busy/{n}.html"), headers=ua).status_code == 200
+        web.requests()
+        cmd = [sys.executable, "-m", "crawl", "testweb", "audit", str(web.dir), "--json", "--agent", "crawl",
+               "--delay", "0.5"]
+        p = subprocess.run(cmd, capture_output=True, cwd=ROOT, timeout=60)
+    assert p.returncode == 1, p.stderr
+    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    assert recs[-1]["kind"] == "audit" and recs[-1]["backoff"] == 1.0  # twice --delay by default
+    # each answer is blamed for the requests that came too soon after it (gaps aside)
+    blamed = {(v["rule"], v["requests"][0]["path"], v["required"]) for v in recs[:-1] if v["rule"] != "gap"}
+    by_answer = {(rule, path) for rule, path, _ in blamed}
+    assert by_answer == {("retry-after", "/busy/0.html"), ("backoff", "/busy/1.html"),
+                         ("retry-after", "/busy/2.html"), ("backoff", "/busy/3.html")}
+    asked = {path: wait for rule, path, wait in blamed if rule == "retry-after"}
+    assert asked["/busy/0.html"] == 2.0 and 2.0 < asked["/busy/2.html"] <= 3.0  # "2" and an HTTP-date
 
 
 def test_audit_of_real_concurrent_requests(tmp_path: Path) -> None:
@@ -610,17 +684,33 @@ def test_requests_in_flight_at_shutdown_are_logged(tmp_path: Path) -> None:
         name = web.with_behaviour("timeout")[0]
         import socket
 
+        received = threading.Event()
+        answers: list[bytes] = []
+
         def hang() -> None:
             with socket.create_connection((web.address(name), web.port), timeout=20) as s:
-                s.sendall(f"GET /robots.txt HTTP/1.1\r\nHost: {name}\r\n\r\n".encode())
-                assert s.recv(100) == b""  # closed without an answer
+                # Pipelined behind a page: the server reads both in one go and answers
+                # the page at once, so its answer means robots.txt is being held now.
+                s.sendall(f"GET / HTTP/1.1\r\nHost: {name}\r\n\r\n"
+                          f"GET /robots.txt HTTP/1.1\r\nHost: {name}\r\n\r\n".encode())
+                data = b""
+                while b"</html>" not in data:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                received.set()
+                while chunk := s.recv(65536):  # then closed without an answer
+                    data += chunk
+                answers.append(data)
 
         t = threading.Thread(target=hang)
         t.start()
-        time.sleep(0.5)
+        assert received.wait(20), "the page in front of robots.txt was never answered"
         web.stop()  # SIGTERM, then wait for the process
         t.join()
         with open(web.dir / "requests.log", "rb") as f:
             log = [json.loads(line) for line in f]
-    hung = [r for r in log if r["host"] == name]
-    assert len(hung) == 1 and hung[0]["path"] == "/robots.txt" and hung[0]["status"] == 0
+    assert answers and answers[0].count(b"HTTP/1.1 ") == 1  # the page only
+    hung = [r for r in log if r["host"] == name and r["path"] == "/robots.txt"]
+    assert len(hung) == 1 and hung[0]["status"] == 0
