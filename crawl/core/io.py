@@ -101,39 +101,64 @@ class StreamSource:
             else:
                 self.report.add("blank_lines")
 
+    def _overlong(self) -> None:
+        self.lineno += 1
+        self.report.bad(BadRecord(self.lineno, f"line longer than {MAX_LINE} bytes"))
+
     def batches(self, size: int = 1000) -> Iterator[Batch]:
+        """Records in batches of at most ``size``, as the lines arrive.
+
+        Only each new chunk is split; a line that spans many reads is kept in
+        pieces and joined once (re-splitting the whole pending line on every
+        read made one long line cost O(reads^2)). A line over MAX_LINE is
+        reported and skipped to its end, without being held.
+        """
         read = getattr(self.stream, "read1", self.stream.read)
-        pending = b""
+        parts: list[bytes] = []  # the line in progress, in pieces
+        held = 0  # its length so far
+        skipping = False  # inside an overlong line: drop bytes until its newline
+        out: list[Record] = []
         while True:
             chunk = read(1 << 16)
             if not chunk:
                 break
-            pending += chunk
-            lines = pending.split(b"\n")
-            pending = lines.pop()
-            if len(pending) > MAX_LINE:
-                self.lineno += 1
-                self.report.bad(BadRecord(self.lineno, f"line longer than {MAX_LINE} bytes"))
-                pending = b""
-                # skip to the end of this overlong line
-                while True:
-                    chunk = read(1 << 16)
-                    if not chunk or b"\n" in chunk:
-                        pending = chunk.partition(b"\n")[2] if chunk else b""
-                        break
-            out: list[Record] = []
-            for line in lines:
-                self._decode_into(line, out)
+            pieces = chunk.split(b"\n")
+            if len(pieces) == 1:  # no newline: the line goes on
+                if not skipping:
+                    held += len(chunk)
+                    if held > MAX_LINE:
+                        self._overlong()
+                        parts, held, skipping = [], 0, True
+                    else:
+                        parts.append(chunk)
+                continue
+            first = pieces[0]
+            if skipping:
+                skipping = False
+            elif held + len(first) > MAX_LINE:
+                self._overlong()
+            else:
+                self._decode_into(b"".join((*parts, first)) if parts else first, out)
+            for line in pieces[1:-1]:
+                if len(line) > MAX_LINE:
+                    self._overlong()
+                else:
+                    self._decode_into(line, out)
                 if len(out) >= size:
                     yield Batch(out)
                     out = []
+            last = pieces[-1]
+            parts, held = ([last] if last else []), len(last)
+            if held > MAX_LINE:
+                self._overlong()
+                parts, held, skipping = [], 0, True
             if out:
                 yield Batch(out)
-        if pending:
-            out = []
-            self._decode_into(pending, out)
-            if out:
-                yield Batch(out)
+                out = []
+        if parts and not skipping:
+            self._decode_into(b"".join(parts), out)
+        if out:
+            yield Batch(out)
 
 
 class SpoolSource:

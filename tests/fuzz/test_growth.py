@@ -181,11 +181,7 @@ RECORDS = [
 ]
 
 
-@pytest.mark.parametrize("shape", _params(RECORDS, {
-    "one-long-line-many-reads": "crawl/core/io.py StreamSource re-joins and re-splits the whole pending "
-                                "line on every 64 KiB read (pending += chunk; pending.split): a line "
-                                "over k reads costs O(k^2) copying (bug reported, io.py is not ours)",
-}))
+@pytest.mark.parametrize("shape", _params(RECORDS))
 def test_record_decoder_grows_linearly(shape: Shape) -> None:
     _check(shape)
 
