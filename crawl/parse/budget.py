@@ -13,20 +13,19 @@ not in all of it, and its linear costs differ a hundredfold by shape:
 * 5 MB of ``<p>`` is 1.25 million elements and 0.8 s of tree; 5 MB of prose 7 ms.
   The links walked cost far more than the tree in Python: about 3 us each.
 
-Why counts before the parse, with a CPU budget only behind them: no deadline
-can stop the first two (libxml2 reads a whole tag's attributes in one call,
-however it is fed, and walks its stack inside a call), and a deadline makes
-a page's links depend on the machine and its load, while a page parsed again
-(after a crash, or as the stored copy of a 304) should give the same links.
-So the bounds here are counts over the page's bytes, each cheap:
-:meth:`bytes.count` and compiled regex scans for every page, a Python loop
-over the tags only for pages with thousands of them. Hitting one cuts the
-page at the start of the tag where it was hit: libxml2 reads up to there,
-the links before the cut are kept, and the page event says which bound
-stopped the parse and where (:class:`Limit`). What no count here covers,
-work that is linear but heavy (a page of tags with fifteen attributes each),
-is left to the CPU budget of :mod:`crawl.parse.links`, which feeds libxml2 in
-slices and stops between two.
+Why counts before the parse, and no CPU deadline during it: no deadline can
+stop the first two (libxml2 reads a whole tag's attributes in one call, and
+walks its stack inside one); feeding libxml2 in slices, to look at a clock
+between two, made tag-dense pages 1.3-4x slower to parse (measured in 1 MiB
+and 16 KiB slices); and a deadline makes a page's links depend on the
+machine and its load, while a page parsed again (after a crash, or as the
+stored copy of a 304) should give the same links. So the bounds here are
+counts over the page's bytes, each cheap: :meth:`bytes.count` and compiled
+regex scans for every page, a Python loop over the tags only for pages with
+thousands of them. Hitting one cuts the page at the start of the tag where
+it was hit: libxml2 reads up to there, the links before the cut are kept,
+and the page event says which bound stopped the parse and where
+(:class:`Limit`).
 
 How each bound is found, and why it cannot be fooled by markup that this
 scan reads differently from libxml2 (comments, scripts, stray quotes):
@@ -44,8 +43,8 @@ scan reads differently from libxml2 (comments, scripts, stray quotes):
   libxml2's stack of open elements (void elements, the usual implied closes,
   end-tag priorities, raw-text elements and comments skipped) counts the
   steps of those stack walks (:data:`STACK_STEPS`). It reads tags in order,
-  so markup it misreads could hide end tags from it; the tag cap and the
-  parse stage's CPU budget still bound what that can cost.
+  so markup it misreads could hide end tags from it; the tag cap still
+  bounds what that can cost (50,000 end tags over 2,048 open elements).
 """
 
 from __future__ import annotations
@@ -54,13 +53,13 @@ import re
 from dataclasses import dataclass
 from itertools import islice
 
-MAX_TAGS = 50_000  # '<' per page: about 30 ms of tree, and the links walked
+MAX_TAGS = 30_000  # '<' per page: about 20 ms of tree at most, and the links walked
 MANY_ATTRIBUTES = 16  # a tag with this many is counted exactly
 MAX_ATTRIBUTES = 256  # in one tag: 33,000 list steps
-ATTRIBUTE_BUDGET = 200_000  # attributes counted in tags of MANY_ATTRIBUTES or more, per page
+ATTRIBUTE_BUDGET = 100_000  # attributes counted in tags of MANY_ATTRIBUTES or more, per page
 STACK_STEPS = 10_000_000  # steps of libxml2's walks over its stack of open elements (~30 ms)
 MAX_DEPTH = 2048  # libxml2's nesting limit with huge_tree: it stops reading there
-ATTRIBUTE_TOTAL = 300_000  # attributes of all tags, counted on pages of MODEL_TAGS or more (~80 ms)
+ATTRIBUTE_TOTAL = 150_000  # attributes of all tags, counted on pages of MODEL_TAGS or more (~40 ms)
 # With fewer end tags and <body>s than this, stack walks (2,048 deep at most) cannot reach
 # STACK_STEPS; with fewer tags than that, their attributes (fewer than MANY_ATTRIBUTES
 # each, or counted by the search) cannot reach ATTRIBUTE_TOTAL; under both, no model.
@@ -105,6 +104,8 @@ _VOID = frozenset(b"area base basefont br col frame hr img input isindex link me
 _PRIORITY = {b"div": 150, b"td": 160, b"th": 160, b"tr": 170, b"thead": 180, b"tbody": 180,
              b"tfoot": 180, b"table": 190, b"head": 200, b"body": 200, b"html": 220}
 _DISCARDED = (b"html", b"body", b"head")
+# end priority -> the elements of a higher one (which an end tag of that priority cannot close)
+_OUTRANK = {r: frozenset(n for n, q in _PRIORITY.items() if q > r) for r in {100, *_PRIORITY.values()}}
 
 
 def _closers() -> dict[bytes, frozenset[bytes]]:
@@ -226,61 +227,70 @@ def _stack_steps(tokens: list[tuple[bytes, ...]], budget: int) -> int | None:
     lies above it, it closes nothing (``htmlAutoCloseOnClose``), stays open
     and costs as much again the next time. A ``<body>`` costs the depth. The
     model's stack may be deeper than libxml2's (it knows only the usual
-    implied closes), which errs on the side of counting more. The searches
-    run in C (list slices), so the model's own time stays below libxml2's.
+    implied closes), which errs on the side of counting more. An end tag
+    closing the top is the common case and takes the shortest path; searches
+    down the stack run in C (list slices), so the model stays cheaper than
+    the walks it counts.
     """
     stack: list[bytes] = []  # open elements' names, the top last
-    ranks: list[int] = []  # their end priorities
-    where: dict[bytes, list[int]] = {}  # name -> its stack indices
+    opened: dict[bytes, int] = {}  # name -> how many are open
     rank_of = _PRIORITY.get
+    closes_of = _CLOSES.get
     steps = 0
     discarded = 0  # misplaced html/body/head start tags: libxml2 then ignores as many end tags
+    changes = 0  # changes to the stack (a blocked end tag's walks stay the same until one)
+    blocked: tuple[int, int, bytes] | None = None  # (depth, changes, name) of the last blocked end tag
+    blocked_steps = 0
     for i, (raw, _, slash, name, _, closing) in enumerate(tokens):
-        if raw:
-            name, slash, closing = raw, b"", b""
-        elif not name:
-            continue
         if slash:
+            if stack and stack[-1] == name and not discarded:
+                stack.pop()
+                opened[name] -= 1
+                changes += 1
+                continue
             if discarded and name in _DISCARDED:
                 discarded -= 1
                 continue
-            if stack and stack[-1] == name:
-                stack.pop()
-                ranks.pop()
-                where[name].pop()
-                continue
             depth = len(stack)
-            open_ = where.get(name)
-            if not open_:
+            if not opened.get(name):
                 steps += depth
+            elif blocked == (depth, changes, name):  # the same end tag blocked again: same walks
+                steps += blocked_steps
             else:
-                j = open_[-1]
+                j = depth - 1 - stack[::-1].index(name)
                 steps += depth - j
-                if max(ranks[j + 1:]) > rank_of(name, 100):
+                if not _OUTRANK[rank_of(name, 100)].isdisjoint(stack[j + 1:]):
                     steps += depth - j  # the second walk, up to the element that blocks
+                    blocked, blocked_steps = (depth, changes, name), 2 * (depth - j)
                 else:
+                    changes += 1
                     for top in stack[j:]:
-                        where[top].pop()
-                    del stack[j:], ranks[j:]
+                        opened[top] -= 1
+                    del stack[j:]
         else:
+            if raw:
+                name, closing = raw, b""
+            elif not name:
+                continue
             if name in _DISCARDED:
                 if name == b"body":
                     steps += len(stack)
                     if steps > budget:
                         return i
-                if (name == b"body" and where.get(b"body")) or (name == b"html" and stack) \
+                if (name == b"body" and opened.get(b"body")) or (name == b"html" and stack) \
                         or (name == b"head" and len(stack) != 1):
                     discarded += 1
                     continue
-            closes = _CLOSES.get(name)
+            closes = closes_of(name)
             while closes and stack and stack[-1] in closes:
-                where[stack.pop()].pop()
-                ranks.pop()
+                opened[stack.pop()] -= 1
+                changes += 1
             if closing or name in _VOID or len(stack) >= MAX_DEPTH:
                 continue
-            where.setdefault(name, []).append(len(stack))
             stack.append(name)
-            ranks.append(rank_of(name, 100))
+            opened[name] = opened.get(name, 0) + 1
+            changes += 1
+            continue
         if steps > budget:
             return i
     return None

@@ -17,15 +17,12 @@ the links as a :class:`LinkStream`, made one at a time: the parse stage stops
 taking them at its links-per-page cap and only counts the rest, so a page of
 60,000 links costs little more than its tree past the cap.
 
-The work of one page is bounded twice: :mod:`crawl.parse.budget` finds, before
-the parse, where a count (tags, attributes, stack walks) says libxml2 must stop
-reading; and libxml2 is fed the page in slices of :data:`SLICE` bytes, with a
-look at this thread's CPU time between two, so that what no count foresaw
-still ends within :data:`CPU_BUDGET` (limit "time"). Either way the page says
-where it was cut (:attr:`HtmlPage.limit`, :attr:`HtmlPage.limit_at`). The walk
-over the tree needs no clock: the tag cap bounds the elements it visits, the
-links-per-page cap the links it makes, and :data:`ANCHOR_NODES` the elements
-looked at for one link's text.
+The work of one page is bounded before the parse: :mod:`crawl.parse.budget`
+finds where a count (tags, attributes, stack walks) says libxml2 must stop
+reading, and only the page up to there is parsed (:attr:`HtmlPage.limit`,
+:attr:`HtmlPage.limit_at`). The walk over the tree is bounded too:
+:data:`MAX_WALKED` link-bearing elements (limit "links"), :data:`FACT_ELEMENTS`
+for the page's facts, :data:`ANCHOR_NODES` for one link's text.
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from time import thread_time
 from typing import Any, NamedTuple
 
 from lxml import etree
@@ -98,8 +94,9 @@ class HtmlPage:
     title: str | None = None
     error: str | None = None
     # Why the parse stopped short of the end of the page (a budget.REASONS entry,
-    # "time", or "depth" when libxml2 gave up at its nesting limit), and where
-    # (a byte offset in the UTF-8 page; None for "depth").
+    # "depth" when libxml2 gave up at its nesting limit, "links" when the walk
+    # stopped at MAX_WALKED), and where (a byte offset in the UTF-8 page; None
+    # for "depth" and "links").
     limit: str | None = None
     limit_at: int | None = None
 
@@ -122,102 +119,52 @@ _TREE_PARSER = etree.HTMLParser(**_PARSER_OPTIONS)
 _END_HTML = re.compile(rb"</html", re.I)
 _MARKUP = re.compile(rb"<[A-Za-z]")
 
-# Seconds of this thread's CPU libxml2 may spend on one page: a safety net, far
-# above what the counts of crawl.parse.budget let through (~50 ms here), so that
-# a busy machine does not cut ordinary pages (and change their links).
-CPU_BUDGET = 1.0
-SLICE = 16 << 10  # libxml2 is fed this much between two looks at the clock
-
-
-def _markup_after_end(utf8: bytes, end: int) -> bool:
+def _markup_after_end(utf8: bytes) -> bool:
     """Is there markup after the first ``</html>`` end tag? (libxml2 drops it.)
 
     One case-insensitive scan (~1 GB/s); measured cheaper than always using
     the pull parser.
     """
-    m = _END_HTML.search(utf8, 0, end)
-    return m is not None and _MARKUP.search(utf8, m.end(), end) is not None
+    m = _END_HTML.search(utf8)
+    return m is not None and _MARKUP.search(utf8, m.end()) is not None
 
 
 def _elements(utf8: bytes) -> tuple[list[etree._Element], str | None]:
     """The elements of :data:`_TAGS` in document order, and a parse error if any."""
-    src, error, _ = _document(utf8)
+    src, error = _document(utf8)
     return (list(src.iter(*_TAGS)) if isinstance(src, etree._Element) else src), error
 
 
-def _slice_end(utf8: bytes, start: int, end: int) -> int:
-    """Where the slice that starts at ``start`` ends: before a '<' if there is one in
-    reach (so a cut never splits a tag), else not inside a UTF-8 sequence."""
-    stop = start + SLICE
-    if stop >= end:
-        return end
-    lt = utf8.rfind(b"<", start + 1, stop)
-    if lt > 0:
-        return lt
-    while stop > start + 1 and 0x80 <= utf8[stop] < 0xC0:
-        stop -= 1
-    return stop
-
-
-def _feed(parser: Any, utf8: bytes, end: int, deadline: float | None) -> int | None:
-    """Feed ``utf8[:end]`` to ``parser`` slice by slice; the offset where the CPU
-    budget ran out, if it did (what was fed is parsed, the rest is not)."""
-    pos = 0
-    while pos < end:
-        stop = _slice_end(utf8, pos, end)
-        parser.feed(utf8[pos:stop])
-        pos = stop
-        if deadline is not None and pos < end and thread_time() > deadline:
-            return pos
-    return None
-
-
-def _document(utf8: bytes, end: int | None = None, deadline: float | None = None
-              ) -> tuple[etree._Element | list[etree._Element], str | None, int | None]:
-    """The parsed tree (or the elements of :data:`_TAGS` in document order), a parse
-    error if any, and the offset where the CPU budget stopped the parse, if it did.
+def _document(utf8: bytes, end: int | None = None
+              ) -> tuple[etree._Element | list[etree._Element], str | None]:
+    """The parsed tree, or the elements of :data:`_TAGS` in document order.
 
     Only ``utf8[:end]`` is read. Two ways to the same elements. The fast one
     builds the tree, which is then walked with a C-level tag filter.
     libxml2 2.14's tree builder, though, drops all markup after ``</html>``,
     which browsers (and so link authors) treat as part of the body; for such
     pages an ``HTMLPullParser`` with the same tag filter is used, whose
-    start events still report those elements (returned as a list). Both are
-    fed in slices (:func:`_feed`), which costs no more than one call.
+    start events still report those elements (returned as a list).
     """
-    end = len(utf8) if end is None else end
-    stopped = None
-    if not _markup_after_end(utf8, end):
-        parser = _TREE_PARSER
+    if end is not None and end < len(utf8):
+        utf8 = utf8[:end]
+    if not _markup_after_end(utf8):
         try:
-            stopped = _feed(parser, utf8, end, deadline)
+            root = etree.fromstring(utf8, _TREE_PARSER)
         except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
-            _reset(parser)
-            return [], f"unparsable HTML: {exc}", None
-        try:
-            root = parser.close()
-        except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
-            return [], f"unparsable HTML: {exc}", None
+            return [], f"unparsable HTML: {exc}"
         if root is None:
-            return [], "unparsable HTML: no document element", None
-        return root, _stopped_early(parser.feed_error_log), stopped
-    pull = etree.HTMLPullParser(events=("start",), tag=_TAGS, **_PARSER_OPTIONS)
+            return [], "unparsable HTML: no document element"
+        return root, _stopped_early(_TREE_PARSER.error_log)
+    parser = etree.HTMLPullParser(events=("start",), tag=_TAGS, **_PARSER_OPTIONS)
     error = None
     try:
-        stopped = _feed(pull, utf8, end, deadline)
-        pull.close()
+        parser.feed(utf8)
+        parser.close()
     except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
         error = f"unparsable HTML: {exc}"
     # Read the events even after an error: whatever was parsed is kept.
-    return [el for _, el in pull.read_events()], error or _stopped_early(pull.feed_error_log), stopped
-
-
-def _reset(parser: Any) -> None:
-    """End a feed that failed, so that the shared parser starts the next page afresh."""
-    try:
-        parser.close()
-    except (etree.ParserError, etree.XMLSyntaxError, ValueError):
-        pass
+    return [el for _, el in parser.read_events()], error or _stopped_early(parser.error_log)
 
 
 DEPTH_ERROR = "elements nested deeper than 2048: the rest of the page was not read"
@@ -265,6 +212,10 @@ def robots_directives(values: list[str], agent: str) -> set[str]:
     return out
 
 
+# The walk over the tree, bounded like the parse: in Python each element costs
+# 2-10 us, far more than libxml2 took to build it.
+MAX_WALKED = 12_000  # link-bearing elements read per page (the default --max-links and a fifth)
+FACT_ELEMENTS = 2_000  # base, meta, link and title elements read for the page's facts
 ANCHOR_NODES = 64  # elements of a link looked at for its text (links nested in links
 # each hold the rest of the page: serialising them whole was quadratic)
 
@@ -351,7 +302,7 @@ class LinkStream:
     them. ``position`` numbers links as :func:`extract` does.
     """
 
-    __slots__ = ("_els", "_agent", "_canonical_pending", "position")
+    __slots__ = ("_els", "_agent", "_canonical_pending", "position", "walk_cut")
 
     def __init__(self, elements: Iterable[etree._Element], agent: str, canonical: bool) -> None:
         self._els = iter(elements)
@@ -359,12 +310,16 @@ class LinkStream:
         # The first <link rel=canonical href> is the page's canonical, not a link.
         self._canonical_pending = canonical
         self.position = 0
+        self.walk_cut = False  # stopped at MAX_WALKED elements
 
     def __iter__(self) -> Iterator[LinkTuple]:
         """The links, as plain tuples in :class:`RawLink`'s field order on the
         hot path (unpack them; :func:`extract` makes RawLinks)."""
         pos = self.position
-        for el in self._els:
+        for walked, el in enumerate(self._els, 1):
+            if walked > MAX_WALKED:  # the rest are not read: the page's parse is cut here
+                self.walk_cut = True
+                return
             tag = el.tag
             if tag == "a" or tag == "area":
                 href = el.get("href")
@@ -386,7 +341,7 @@ class LinkStream:
             self.position = pos
             yield raw
 
-    def _other(self, el: etree._Element) -> RawLink | None:
+    def _other(self, el: etree._Element) -> LinkTuple | None:
         """The link of a ``link`` or ``meta`` element, if it is one."""
         if el.tag == "link":
             href = el.get("href")
@@ -397,8 +352,8 @@ class LinkStream:
             if "canonical" in rels and self._canonical_pending:
                 self._canonical_pending = False
                 return None
-            if rels and not all(r in RESOURCE_RELS for r in rels):
-                return RawLink(href, "link", rels, self.position, None)
+            if rels and not RESOURCE_RELS.issuperset(rels):
+                return (href, "link", rels, self.position, None)
             return None
         if el.tag == "meta":
             name = (el.get("name") or "").lower()
@@ -407,7 +362,7 @@ class LinkStream:
             if (el.get("http-equiv") or "").lower() == "refresh":
                 target = refresh_target(el.get("content") or "")
                 if target:
-                    return RawLink(target, "meta-refresh", ("refresh",), self.position, None)
+                    return (target, "meta-refresh", ("refresh",), self.position, None)
         return None
 
     def count_rest(self) -> int:
@@ -425,35 +380,30 @@ class LinkStream:
         return n
 
 
-def scan(utf8: bytes, agent: str = "crawl", deadline: float | None = None
-         ) -> tuple[HtmlPage, LinkStream]:
+def scan(utf8: bytes, agent: str = "crawl") -> tuple[HtmlPage, LinkStream]:
     """Parse a UTF-8 HTML document: its facts now, its links as a stream.
 
     The page's ``links`` list stays empty; the links come from the stream,
     in document order. Never raises on content: a document libxml2 cannot
     make a tree of (binary junk, an empty body) yields a page with ``error``
     set and an empty stream. The parse stops at the first bound of
-    :mod:`crawl.parse.budget` the page breaks, or when this thread's CPU time
-    passes ``deadline`` (a :func:`time.thread_time` value; None: no deadline);
-    ``limit`` and ``limit_at`` say so.
+    :mod:`crawl.parse.budget` the page breaks; ``limit`` and ``limit_at`` say so.
     """
     page = HtmlPage()
     if not utf8.strip():
         page.error = "empty document"
         return page, LinkStream((), agent, False)
     cut = budget.limit(utf8)
-    src, page.error, stopped = _document(utf8, cut.at if cut else None, deadline)
-    if stopped is not None:
-        page.limit, page.limit_at = "time", stopped
-    elif cut is not None:
+    src, page.error = _document(utf8, cut.at if cut else None)
+    if cut is not None:
         page.limit, page.limit_at = cut.reason, cut.at
     elif page.error == DEPTH_ERROR:
         page.limit = "depth"
     if isinstance(src, etree._Element):
-        head: Iterable[etree._Element] = src.iter(*_HEAD_TAGS)
+        head: Iterable[etree._Element] = islice(src.iter(*_HEAD_TAGS), FACT_ELEMENTS)
         body: Iterable[etree._Element] = src.iter(*_LINK_TAGS)
     else:  # the pull parser's list of elements
-        head = [el for el in src if el.tag in _HEAD_TAGS]
+        head = [el for el in src if el.tag in _HEAD_TAGS][:FACT_ELEMENTS]
         body = [el for el in src if el.tag in _LINK_TAGS]
     robots: list[str] = []
     lower_agent = agent.lower()

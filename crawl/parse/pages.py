@@ -34,7 +34,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from time import thread_time
 from typing import Any, Protocol
 
 import ada_url
@@ -85,8 +84,6 @@ class ParseConfig:
     rejects: bool = False
     canon: CanonConfig = DEFAULT
     traps: traps.TrapPolicy = field(default_factory=traps.TrapPolicy)
-    # CPU seconds libxml2 may spend on one HTML page (crawl.parse.links); None: no limit
-    cpu_budget: float | None = links.CPU_BUDGET
 
     def with_max_url_length(self, n: int) -> ParseConfig:
         return replace(self, canon=replace(self.canon, max_length=n))
@@ -244,12 +241,11 @@ def _page_event(url: str, parent: Record, now: float | None, **fields: Any) -> R
 def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: str,
                 em: _Emitter, cfg: ParseConfig) -> dict[str, Any]:
     r = em.result
-    deadline = None if cfg.cpu_budget is None else thread_time() + cfg.cpu_budget
     detected = charset.detect(body, ctype)
     utf8, replaced = charset.to_utf8(body, detected)
     if replaced:
         r.add("charset_replaced")
-    page, stream = links.scan(utf8, cfg.agent, deadline)
+    page, stream = links.scan(utf8, cfg.agent)
     if page.error:
         r.add("parse_errors")
     if page.base:
@@ -295,6 +291,8 @@ def _parse_html(url: str, headers: list[tuple[str, str]], body: bytes, ctype: st
         if position >= POSITION_DEMOTE:
             penalty += 1
         emit(href, source, rels, position, source == "meta-refresh", penalty, element)
+    if stream.walk_cut and page.limit is None:
+        page.limit = "links"
     if page.limit is not None:
         r.add("parse_limit")
     return {

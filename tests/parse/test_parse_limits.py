@@ -35,7 +35,7 @@ from crawl.parse.budget import (
     MAX_TAGS,
     STACK_STEPS,
 )
-from crawl.parse.links import ANCHOR_NODES, SLICE, anchor_text
+from crawl.parse.links import ANCHOR_NODES, FACT_ELEMENTS, MAX_WALKED, anchor_text
 from crawl.parse.pages import PageResult, parse_body
 from crawl.testweb import Web, WebConfig
 from crawl.testweb.content import page_html
@@ -164,15 +164,17 @@ def test_ordinary_pages_are_read_whole() -> None:
             assert res.page is not None and "parse_limit" not in res.page and "parse_limit" not in res.counts
 
 
-def test_a_page_past_the_cpu_budget_keeps_what_was_read() -> None:
-    body = HEAD + b"".join(b"<p>para %d <a href=/p%d>p</a></p>" % (i, i) for i in range(10_000))
-    res = parse(body, cpu_budget=0.0)  # spent before the first slice is parsed
-    assert res.page is not None and res.page["parse_limit"] == "time"
-    at = res.page["parse_limit_at"]
-    assert 0 < at <= SLICE and body[at:at + 1] == b"<"  # a slice ends before a tag
-    got = [r["url"] for r in res.links]
-    assert got[:2] == FIRST and len(got) == body[:at].count(b"<a ")
-    assert parse(body, cpu_budget=None).page.get("parse_limit") is None  # type: ignore[union-attr]
+def test_the_walk_over_the_tree_is_bounded_too() -> None:
+    # Python pays 2-10 us per link-bearing element: past MAX_WALKED the rest is not read
+    body = HEAD + b"".join(b"<link rel=next href=/l%d>" % i for i in range(MAX_WALKED + 500))
+    res = parse(body, max_links=10 * MAX_WALKED)
+    assert res.page is not None and res.page["parse_limit"] == "links" and "parse_limit_at" not in res.page
+    assert len(res.links) == MAX_WALKED and [r["url"] for r in res.links][:2] == FIRST
+    # the page's facts come from its first FACT_ELEMENTS base, meta, link and title elements
+    late = b"<html><head>" + b"<meta name=x content=y>" * FACT_ELEMENTS + b"<meta name=robots content=nofollow>"
+    early = b"<html><head>" + b"<meta name=x content=y>" * (FACT_ELEMENTS - 1) + b"<meta name=robots content=nofollow>"
+    assert parse(late + b"<a href=/a>a</a>").page["nofollow"] is False  # type: ignore[index]
+    assert parse(early + b"<a href=/a>a</a>").page["nofollow"] is True  # type: ignore[index]
 
 
 def test_libxml2_giving_up_at_its_nesting_limit_is_a_parse_limit() -> None:
