@@ -10,8 +10,9 @@ not in all of it, and its linear costs differ a hundredfold by shape:
   top, and so does each ``<body>`` (``htmlParseEndTag``, ``htmlParseStartTag``):
   one that matches nothing open walks the whole stack, up to 2,048 deep (we
   parse with ``huge_tree``). 2,040 open ``<div>`` and 5 MB of ``</x>`` took 4.6 s.
-* 5 MB of ``<p>`` is 1.25 million elements and 0.8 s of tree; 5 MB of prose 7 ms.
-  The links walked cost far more than the tree in Python: about 3 us each.
+* 5 MB of ``<p>`` is 1.25 million elements and 0.8 s of tree; 5 MB of prose 7 ms;
+  a tag's attributes cost about 0.25 us each. (The walk over the tree in Python
+  costs more per element than the tree: :mod:`crawl.parse.links` bounds it.)
 
 Why counts before the parse, and no CPU deadline during it: no deadline can
 stop the first two (libxml2 reads a whole tag's attributes in one call, and
@@ -44,7 +45,7 @@ scan reads differently from libxml2 (comments, scripts, stray quotes):
   end-tag priorities, raw-text elements and comments skipped) counts the
   steps of those stack walks (:data:`STACK_STEPS`). It reads tags in order,
   so markup it misreads could hide end tags from it; the tag cap still
-  bounds what that can cost (50,000 end tags over 2,048 open elements).
+  bounds what that can cost (30,000 end tags over 2,048 open elements).
 """
 
 from __future__ import annotations
