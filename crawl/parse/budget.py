@@ -244,7 +244,7 @@ def _stack_steps(tokens: list[tuple[bytes, ...]], budget: int) -> int | None:
     blocked_steps = 0
     for i, (raw, _, slash, name, _, closing) in enumerate(tokens):
         if slash:
-            if stack and stack[-1] == name and not discarded:
+            if stack and stack[-1] == name and not (discarded and name in _DISCARDED):
                 stack.pop()
                 opened[name] -= 1
                 changes += 1
