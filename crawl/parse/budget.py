@@ -185,12 +185,13 @@ def _model(utf8: bytes, end: int) -> tuple[int, str] | None:
     low = utf8[:end].lower()
     tokens = _TOKEN.findall(low)
     cut, reason = len(tokens), ""
-    if len(tokens) >= MODEL_ATTRIBUTE_TAGS:
+    # an attribute takes two bytes at least (a name and what ends it): fewer bytes, no count
+    if len(tokens) >= MODEL_ATTRIBUTE_TAGS and \
+            sum(map(len, (t[1] + t[4] for t in tokens))) > 2 * ATTRIBUTE_TOTAL:
         i = _attribute_total(tokens, ATTRIBUTE_TOTAL)
         if i is not None:
             cut, reason = i, "attributes"
-    walks = sum(1 for t in islice(tokens, cut) if t[2] or t[3] == b"body")
-    if walks >= MODEL_WALKS:
+    if low.count(b"</") + low.count(b"<body") >= MODEL_WALKS:
         i = _stack_steps(tokens[:cut], STACK_STEPS)
         if i is not None:
             cut, reason = i, "nesting"
