@@ -57,7 +57,7 @@ from itertools import islice
 MAX_TAGS = 30_000  # '<' per page: about 20 ms of tree at most, and the links walked
 MANY_ATTRIBUTES = 16  # a tag with this many is counted exactly
 MAX_ATTRIBUTES = 256  # in one tag: 33,000 list steps
-ATTRIBUTE_BUDGET = 100_000  # attributes counted in tags of MANY_ATTRIBUTES or more, per page
+ATTRIBUTE_BUDGET = 60_000  # attributes counted in tags of MANY_ATTRIBUTES or more, per page
 STACK_STEPS = 10_000_000  # steps of libxml2's walks over its stack of open elements (~30 ms)
 MAX_DEPTH = 2048  # libxml2's nesting limit with huge_tree: it stops reading there
 ATTRIBUTE_TOTAL = 150_000  # attributes of all tags, counted on pages of MODEL_TAGS or more (~40 ms)
