@@ -34,6 +34,8 @@ def test_patterns_have_exactly_k_distinct_bits_and_are_stable() -> None:
     # the table is part of the file format: check it against a plain rewrite
     for p in (0, 1, 777, bloom.PATTERNS - 1):
         assert bloom.patterns(5)[p] == _pattern_reference(p, 5)
+        # 32 bits need several hashes of ten draws each: the draws' counter is in the format too
+        assert bloom.patterns(32)[p] == _pattern_reference(p, 32)
 
 
 def _pattern_reference(p: int, k: int) -> int:

@@ -265,3 +265,11 @@ def test_sigkill_never_loses_an_emitted_url(tmp_path: Path) -> None:
     assert len(emitted) < 50_000
     with SeenSet(CrawlDir(d).seen) as s:
         assert all(s.contains_fps([int(r["fp"], 16) for r in emitted]))
+
+
+def test_fetched_marks_keep_one_answer_per_input_in_order(tmp_path: Path) -> None:
+    """A URL fetched without passing the seen set (a seed) has no id: it is not judged
+    (True) and its place in the answer is kept, so the answers line up with the input."""
+    with SeenSet(tmp_path / "seen") as s:
+        s.add_fps([1, 2, 3])
+        assert s.mark_fetched([1, 999, 2, 1, 998], "c") == [True, True, True, False, True]

@@ -411,3 +411,35 @@ def test_index_command_survives_damaged_sidecars_and_index_lines(tmp_path: Path)
     assert bad.returncode == 1 and bad.stdout == ""
     assert bad.stderr.startswith("crawl: error: the warc pointer") and "has no offset" in bad.stderr
     assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_warcinfo_carries_the_operators_fields(tmp_path: Path) -> None:
+    """Fields given to the writer (operator, contact: who to ask about a crawl) land in
+    every file's warcinfo record, beside the software and format."""
+    w = store.WarcWriter(tmp_path, info={"operator": "ops@example.test", "isPartOf": "nightly"})
+    w.write(_capture("http://example.test/p", b"<html>hi</html>"))
+    w.close()
+    rec = next(iter(ArchiveIterator(open(cdxj.warc_files(tmp_path)[0], "rb"))))
+    assert rec.rec_type == "warcinfo"
+    text = rec.content_stream().read().decode()
+    assert "operator: ops@example.test" in text and "isPartOf: nightly" in text
+    assert "software: crawl/" in text
+
+
+def test_discard_cuts_back_to_the_last_sync_and_the_file_reads_whole(tmp_path: Path) -> None:
+    """A group that failed half-way is cut off (file and sidecar), never left as a tail
+    that a reader would have to skip; what was synced before stays, pointers and all."""
+    w = store.WarcWriter(tmp_path)
+    kept = w.write(_capture("http://example.test/kept", b"<html>kept</html>"))
+    w.sync()
+    f = tmp_path / w.name
+    synced, side = f.stat().st_size, (tmp_path / (w.name + ".cdxj")).read_bytes()
+    w.write(_capture("http://example.test/lost", b"<html>lost</html>" * 50))
+    w.discard()
+    w.close()  # what the writer's owner does next: nothing of the lost group may come back
+    assert f.stat().st_size == synced
+    assert (tmp_path / (f.name + ".cdxj")).read_bytes() == side
+    assert store.scan(f).torn_at is None
+    assert store.read_response(tmp_path, kept).body == b"<html>kept</html>"
+    assert [r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(open(f, "rb"))
+            if r.rec_type == "response"] == ["http://example.test/kept"]
