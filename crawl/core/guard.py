@@ -14,6 +14,7 @@ that does not exist yet) pass through untouched.
 from __future__ import annotations
 
 import errno
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,16 @@ def failure(env_dir: Path, exc: BaseException) -> CrawlError | None:
         return damaged(env_dir, f"LMDB says {_first_line(exc)}")
     if is_no_space(exc):
         return no_space(env_dir / DATA_FILE)
+    if "Input/output error" in str(exc):
+        # a commit cut short by a full disk can surface as EIO (a short write)
+        try:
+            full = shutil.disk_usage(env_dir).free < (1 << 20)
+        except OSError:
+            full = False
+        if full:
+            return no_space(env_dir / DATA_FILE, "the commit failed with an I/O error")
+        return StateError(f"an I/O error writing {env_dir / DATA_FILE} ({_first_line(exc)}); "
+                          f"check the disk, then `crawl check --dir {_where(env_dir)}`")
     if isinstance(exc, lmdb.MapFullError):
         return StateError(f"{env_dir / DATA_FILE} is full ({_first_line(exc)}): it holds "
                           "more than crawl maps for one environment; start a new crawl directory")
