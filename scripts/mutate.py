@@ -114,6 +114,16 @@ EQUIVALENT: dict[str, str] = {
         "the size above which robots.txt is parsed in a worker thread (32 or 33 KiB): where, not what",
     "crawl/store/warc.py::_Framer._start::number::3 -> (4)":
         "the zstd compression level: another level writes equally valid frames of the same records",
+    "crawl/store/warc.py::WarcWriter.sync::boolop::self._fh is not None and self._cdxj is not None -> "
+    "(self._fh is not None or self._cdxj is not None)":
+        "the file and its sidecar are opened and closed together: both are set or neither",
+    "crawl/net/dns.py::AddressPolicy._judge::number::1 -> (2)":
+        "address.split('%', 2)[0] is address.split('%', 1)[0]: the zone id is cut either way",
+    "crawl/net/backend.py::Dialer.dial::drop::last: Exception | None = None -> pass":
+        "the loop over at least one allowed address sets it before it is read (the line is for the "
+        "type checker)",
+    "crawl/seen/seenset.py::SeenSet._run_list::number::1 -> (2)":
+        "reshape(-2, 2) is reshape(-1, 2) to numpy: any negative size is the one inferred",
 }
 
 

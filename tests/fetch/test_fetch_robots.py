@@ -194,6 +194,9 @@ def test_fetch_robots_sync_live_mode(srv: Server, tmp_path: Path) -> None:
     assert robots_requests(srv, "allow.test") == before + 1  # live: fetched, no cache given
     info = fetch_robots_sync(srv.url("r500.test", "/x"), resolve_file=hosts, allow_private=True)
     assert info.verdict == "unreachable" and info.status == 500
+    assert info.error == "robots.txt returned 500"  # the operator reads why
+    far = fetch_robots_sync(srv.url("rredir6.test", "/x"), resolve_file=hosts, allow_private=True)
+    assert far.verdict == "unavailable" and far.error.startswith("more than 5 redirects")
     refused = fetch_robots_sync(srv.url("allow.test", "/x"), resolve_file=hosts)
     assert refused.verdict == "unreachable" and "private" in refused.error
     assert robots_requests(srv, "allow.test") == before + 1  # the refused address was never dialled

@@ -106,3 +106,21 @@ def test_cache_ttl_and_persistence(tmp_path: Path) -> None:
 def test_load_hosts_missing_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot read --resolve-file"):
         dns.load_hosts(tmp_path / "nope")
+
+
+@pytest.mark.parametrize(("addr", "special"), [
+    ("2002:a00:1::1", True),  # 6to4 of 10.0.0.1: special through the address it carries
+    ("2002:7f00:1::1", True),  # 6to4 of 127.0.0.1
+    ("::ffff:8.8.8.8", False),  # IPv4-mapped public address: as public as the address itself
+    ("::ffff:10.0.0.1", True),
+])
+def test_addresses_that_carry_ipv4_are_judged_by_it(addr: str, special: bool) -> None:
+    assert dns.is_special(ipaddress.ip_address(addr)) is special
+
+
+@pytest.mark.parametrize("cidrs", [(), ("10.1.0.0/16",)])
+def test_a_carried_public_address_passes_whatever_else_is_allowed(cidrs: tuple[str, ...]) -> None:
+    policy = dns.AddressPolicy.from_cidrs(cidrs)
+    assert policy.permits("::ffff:8.8.8.8")
+    assert not policy.permits("::ffff:10.2.0.1")
+    assert policy.permits("::ffff:10.1.0.1") is bool(cidrs)

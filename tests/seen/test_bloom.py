@@ -117,3 +117,15 @@ def test_a_damaged_file_loads_as_none(tmp_path, damage: str) -> None:
     else:
         path.write_bytes(data + b"\0")
     assert BloomFilter.load(path) is None
+
+
+@pytest.mark.parametrize("rate", [0.6, 0.4, 0.3, 0.1, 0.01, 0.001])
+def test_sizing_picks_the_least_memory_then_the_fewest_bits(rate: float) -> None:
+    """Against every k tried one by one (no early stop): least blocks, and of equal
+    memory the smallest k (fewer bits to set and test per key)."""
+    import math
+
+    n = 1000
+    options = [(max(1, math.ceil(n / load)), k) for k in range(1, 17)
+               if (load := bloom._best_load(k, rate)) > 0]
+    assert bloom.size_for(n, rate) == min(options)

@@ -273,3 +273,26 @@ def test_fetched_marks_keep_one_answer_per_input_in_order(tmp_path: Path) -> Non
     with SeenSet(tmp_path / "seen") as s:
         s.add_fps([1, 2, 3])
         assert s.mark_fetched([1, 999, 2, 1, 998], "c") == [True, True, True, False, True]
+
+
+def test_run_indexes_of_merged_runs_are_forgotten(tmp_path: Path) -> None:
+    """Bounded memory (DESIGN invariant 5): the in-memory index of each run is cached,
+    and runs are merged away all the time in a long crawl; the cache holds the runs
+    there are, plus at most the one merged away since the last lookup."""
+    import random
+
+    rng = random.Random(1)
+    with SeenSet(tmp_path / "seen", expected=100_000, delta_max=200) as s:
+        excess = merges = 0
+        last_runs: set[tuple[int, int]] = set()
+        for _ in range(60):
+            batch = [rng.getrandbits(64) for _ in range(300)]
+            s.add_fps(batch)
+            assert s.contains_fps(batch) == [True] * 300  # a big lookup: the runs' indexes are built
+            with s.env.begin() as txn:
+                runs = set(s._run_list(txn))
+            merges += len(last_runs - runs)
+            last_runs = runs
+            excess = max(excess, len(s._sparse) - len(runs))
+        assert merges > 20  # runs did come and go
+        assert excess <= 1
