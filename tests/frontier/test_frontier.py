@@ -80,6 +80,12 @@ def test_backoff_table(level: int, retry_after: float | None, expected: float) -
     assert backoff_delay(DEFAULT, level, retry_after) == pytest.approx(expected)
 
 
+def test_a_crawl_delay_under_a_second_counts_above_a_shorter_delay() -> None:
+    fast = Politeness(default_delay=0.2)  # crawl run --delay 0.2: a robots Crawl-delay of 0.5 still holds
+    assert release_delay(fast, None, 0.5) == pytest.approx(0.5)
+    assert release_delay(fast, None, 0.0) == pytest.approx(0.2)  # 0 asks for nothing
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
@@ -312,6 +318,7 @@ def test_transport_errors_retry_then_drop(fr: Frontier) -> None:
         now = ev["next_allowed"]
     assert dispositions == ["retry", "retry", "dropped"]
     assert fr.state_of("http://a.test/bad") == "dropped"
+    assert (fr.stats(now)["retried"], fr.stats(now)["dropped"]) == (2, 1)  # what crawl stats reports
     assert fr.next(1, 60, now + DAY) == []
     assert fr.add([url_rec("http://a.test/bad")], now)["known"] == 1  # not this cycle
 
