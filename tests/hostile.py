@@ -47,7 +47,7 @@ class State:
     """What the server saw, and switches a test can flip."""
 
     log: list[dict[str, Any]] = field(default_factory=list)
-    robots_mode: dict[str, str] = field(default_factory=dict)  # host -> "ok" | "503" | "503-retry"
+    robots_mode: dict[str, str] = field(default_factory=dict)  # host -> "ok" | "503" | "503-retry" | "cut"
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def requests(self, host: str | None = None, path: str | None = None) -> list[dict[str, Any]]:
@@ -183,6 +183,11 @@ class Handler(socketserver.BaseRequestHandler):
             send(_resp("500 Internal Server Error", [], b"oops"))
         elif mode == "503-retry":  # unreachable, and says when to come back
             send(_resp("503 Service Unavailable", [("Retry-After", "7")], b"later"))
+        elif mode == "cut":  # 200, then the connection drops inside the body: half a file
+            whole = b"User-agent: *\nDisallow: /private\nDisallow: /ok\n"
+            head = _resp("200 OK", [("Content-Type", "text/plain")], whole)
+            send(head[: len(head) - len(whole) + 30])  # up to "Disallow: /priv"
+            return False
         elif host == "r404.test" or host == "other.test":
             send(_resp("404 Not Found", [], b""))
         elif host == "r401.test":

@@ -154,6 +154,18 @@ def test_stale_copy_used_while_unreachable(srv: Server, tmp_path: Path) -> None:
     assert one(srv, tmp_path, host, "/ok", clock=clock)["outcome"] == "ok"
 
 
+def test_a_robots_txt_cut_short_is_unreachable_not_half_a_file(srv: Server, tmp_path: Path) -> None:
+    # The part that arrived ("Disallow: /priv") would allow /ok, which the whole file disallows.
+    n = len(srv.state.requests("allow.test", "/ok"))
+    srv.state.robots_mode["allow.test"] = "cut"
+    try:
+        r = one(srv, tmp_path, "allow.test", "/ok")
+    finally:
+        srv.state.robots_mode.pop("allow.test")
+    assert r["robots"]["verdict"] == "unreachable", r
+    assert len(srv.state.requests("allow.test", "/ok")) == n  # the page was never asked for
+
+
 def test_without_a_cached_copy_unreachable_is_disallow(srv: Server, tmp_path: Path) -> None:
     srv.state.robots_mode["allow.test"] = "503"
     try:

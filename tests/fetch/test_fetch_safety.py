@@ -55,3 +55,36 @@ def test_a_name_with_a_refused_and_an_allowed_address_reaches_only_the_allowed(
     assert r["outcome"] == "ok" and r["ip"] == allowed, r
     seen = [(x["addr"], x["path"]) for x in testweb.requests(mark) if x["host"] == name]
     assert seen == [(allowed, "/robots.txt"), (allowed, "/")], seen
+
+
+def _fetch_home(testweb: Any, tmp_path: Path, addresses: list[str]) -> dict[str, Any]:
+    name = testweb.with_behaviour("simple")[1]
+    hosts = tmp_path / "hosts"
+    hosts.write_text("".join(f"{a} {name}\n" for a in addresses))
+    p = subprocess.run([sys.executable, "-m", "crawl", "fetch", "--dir", str(tmp_path / "D"),
+                        "--resolve-file", str(hosts), "--allow-private", "--timeout", "2"],
+                       input=testweb.url(name, "/").encode() + b"\n", capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    [r] = [orjson.loads(line) for line in p.stdout.splitlines()]
+    return r
+
+
+# Loopback addresses nothing listens on: a connection there is refused at once.
+_DEAD = ["127.0.250.1", "127.0.250.2", "127.0.250.3"]
+
+
+def test_the_dialler_tries_three_addresses_of_a_name(testweb: Any, tmp_path: Path) -> None:
+    name = testweb.with_behaviour("simple")[1]
+    r = _fetch_home(testweb, tmp_path, _DEAD[:2] + [testweb.address(name)])
+    assert r["outcome"] == "ok" and r["ip"] == testweb.address(name), r
+
+
+def test_the_dialler_gives_up_after_three_addresses(testweb: Any, tmp_path: Path) -> None:
+    """Bounded work per host: a name with many dead addresses costs three attempts."""
+    name = testweb.with_behaviour("simple")[1]
+    mark = len(testweb.requests())
+    r = _fetch_home(testweb, tmp_path, [*_DEAD, testweb.address(name)])
+    # robots.txt is the first request, so the failure shows there: nothing may be fetched
+    assert r["outcome"] in ("robots-unreachable", "robots-disallowed", "connect-error"), r
+    assert "warc" not in r
+    assert not [x for x in testweb.requests(mark) if x["host"] == name]  # the fourth never dialled

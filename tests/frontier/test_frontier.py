@@ -80,6 +80,13 @@ def test_backoff_table(level: int, retry_after: float | None, expected: float) -
     assert backoff_delay(DEFAULT, level, retry_after) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("due", ["tomorrow", True, float("nan"), [1]])
+def test_a_due_time_that_is_no_number_is_ignored(fr: Frontier, due: object) -> None:
+    fr.add([url_rec("http://a.test/1", due=due)], T0)
+    [lease] = fr.next(1, 60, T0)  # queued for now, not refused and not a crash later
+    assert lease["url"] == "http://a.test/1"
+
+
 def test_a_crawl_delay_under_a_second_counts_above_a_shorter_delay() -> None:
     fast = Politeness(default_delay=0.2)  # crawl run --delay 0.2: a robots Crawl-delay of 0.5 still holds
     assert release_delay(fast, None, 0.5) == pytest.approx(0.5)

@@ -124,3 +124,9 @@ def test_a_carried_public_address_passes_whatever_else_is_allowed(cidrs: tuple[s
     assert policy.permits("::ffff:8.8.8.8")
     assert not policy.permits("::ffff:10.2.0.1")
     assert policy.permits("::ffff:10.1.0.1") is bool(cidrs)
+
+
+def test_an_allowed_range_written_with_host_bits_means_its_network() -> None:
+    # operators write 10.1.2.3/16 for "that staging network": accepted as 10.1.0.0/16
+    policy = dns.AddressPolicy.from_cidrs(["10.1.2.3/16"])
+    assert policy.permits("10.1.200.7") and not policy.permits("10.2.0.1")
