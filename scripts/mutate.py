@@ -138,6 +138,23 @@ EQUIVALENT: dict[str, str] = {
     "crawl/frontier/ipslots.py::IpSlots.wake_stranded::number::0 -> (-1) #2":
         "waking a host for an address with no free slot only puts it back to waiting when it is "
         "leased: the cap is checked at lease time (the property test holds it)",
+    "crawl/frontier/tx.py::Tx.find_tail::drop::if found -> pass":
+        "space only: without the tail block found, a new block is started; the same URLs come out "
+        "in the same order (blocks are ordered by sequence number)",
+    "crawl/frontier/tx.py::Tx.append::compare::i < n -> (i >= n)":
+        "space only, as above: the tail block is not topped up, new blocks follow it in order",
+    "crawl/frontier/ipslots.py::IpSlots.release_ip::number::0 -> (-1)":
+        "put_ip stores a negative count as 0",
+    "crawl/robots/policy.py::Robots._group::number::64 -> (63)":
+        "the bound of a per-agent memo: 63 or 64 agents remembered, the same answers",
+    "crawl/seen/seenset.py::SeenSet.save::number::0 -> (-1)":
+        "a filter save skipped at close leaves a filter whose count does not match: the next open "
+        "rebuilds it (the staleness check), never trusts it",
+    "crawl/seen/bloom.py::_best_load::number::0.001 -> (0.0)":
+        "the floor of a bisection: no size is ever chosen below 0.001 keys a block, and rates that "
+        "need one are refused either way",
+    "crawl/core/spool.py::Spool.put::number::0 -> (1) #2":
+        "the first sequence number of an empty spool: keys need only grow",
     "crawl/seen/seenset.py::SeenSet._run_list::number::1 -> (2)":
         "reshape(-2, 2) is reshape(-1, 2) to numpy: any negative size is the one inferred",
 }

@@ -172,3 +172,10 @@ def test_output_to_a_directory_needs_spool_prefix(tmp_path: Path) -> None:
     assert p.returncode == 0
     with Spool(tmp_path / "d") as sp:
         assert sp.counts()["queued"] == 1
+
+
+def test_put_says_how_many_it_appended(tmp_path: Path) -> None:
+    with Spool(tmp_path / "s") as sp:
+        assert sp.put([{"kind": "url", "v": 1, "url": "http://h.test/a"}, b'{"kind":"url"}']) == 2
+        assert sp.put([]) == 0
+        assert sp.counts() == {"queued": 2, "claimed": 0}

@@ -129,3 +129,11 @@ def test_sizing_picks_the_least_memory_then_the_fewest_bits(rate: float) -> None
     options = [(max(1, math.ceil(n / load)), k) for k in range(1, 17)
                if (load := bloom._best_load(k, rate)) > 0]
     assert bloom.size_for(n, rate) == min(options)
+
+
+def test_sizing_refuses_what_no_blocked_filter_can_meet() -> None:
+    with pytest.raises(ValueError, match="too low"):
+        bloom.size_for(1000, 1e-12)
+    for k in (0, 33):
+        with pytest.raises(ValueError, match="between 1 and 32"):
+            bloom.patterns(k)
