@@ -25,7 +25,8 @@ def temp_name(path: Path, pid: int | None = None) -> Path:
     return path.with_name(f"{path.name}.tmp{os.getpid() if pid is None else pid}")
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (a process of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -47,7 +48,7 @@ def remove_stale_temps(path: Path) -> int:
         if not name.startswith(prefix) or not name[len(prefix):].isdigit():
             continue
         pid = int(name[len(prefix):])
-        if pid != os.getpid() and _alive(pid):
+        if pid != os.getpid() and pid_alive(pid):
             continue
         with contextlib.suppress(OSError):
             os.unlink(path.parent / name)

@@ -25,22 +25,13 @@ from pathlib import Path
 
 import orjson
 
+from .atomic import pid_alive
 from .records import Record
 from .state import close_env, open_env
 
 _SEQ = struct.Struct(">Q")
 _CLAIM = struct.Struct(">dI")  # deadline, pid; then host name, NUL, record
 _HOST = socket.gethostname().encode()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Spool:
@@ -88,7 +79,7 @@ class Spool:
             deadline, pid = _CLAIM.unpack_from(val)
             rest = val[_CLAIM.size :]
             host, _, data = rest.partition(b"\0")
-            dead = host == _HOST and pid != self.pid and not _alive(pid)
+            dead = host == _HOST and pid != self.pid and not pid_alive(pid)
             if dead or deadline < now:
                 stale.append((bytes(key), bytes(data)))
         for key, data in stale:
