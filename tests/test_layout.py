@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "crawl"
 STAGES = {"canon", "frontier", "robots", "net", "fetch", "store", "parse", "text", "seen", "dedupe",
-          "recrawl", "testweb"}
+          "recrawl", "testweb", "cluster"}
 TOP = {"run", "report", "commands"}
 
 

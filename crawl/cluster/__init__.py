@@ -1,0 +1,18 @@
+"""One crawl shared by several machines: hosts sharded over nodes, links routed through NATS JetStream.
+
+:mod:`.shards` says which virtual shard a host belongs to and reads the map
+of owners the bridge writes (``D/cluster/map.json``).
+"""
+
+from .shards import BRIDGE_STATUS as BRIDGE_STATUS
+from .shards import CLUSTER as CLUSTER
+from .shards import DEFAULT_V as DEFAULT_V
+from .shards import HANDOFF_DONE as HANDOFF_DONE
+from .shards import HANDOFF_OUT as HANDOFF_OUT
+from .shards import INBOX as INBOX
+from .shards import MAP as MAP
+from .shards import OUTBOX as OUTBOX
+from .shards import ShardMap as ShardMap
+from .shards import cluster_dir as cluster_dir
+from .shards import vshard as vshard
+from .shards import vshard_of_url as vshard_of_url

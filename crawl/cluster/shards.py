@@ -1,0 +1,133 @@
+"""Which node a host belongs to: the virtual shard of its host key, and the map of owners.
+
+A host's shard is ``crc32(host_key) % V`` with the same ``host[:port]`` key
+the politeness queues use (:func:`crawl.canon.host_key`), so a shard holds
+whole politeness queues: aliases of one queue can never land on two nodes
+(StormCrawler#2122 split them by keying the partitioner and the queues
+differently). ``V`` is fixed when the cluster is created.
+
+The bridge process writes ``D/cluster/map.json`` whole (atomic replace)
+whenever the shard map changes; the crawl process reads it through
+:class:`ShardMap`, which re-reads only when the file was replaced (one
+``stat`` per lease round), and answers the questions the lease loop asks:
+is this shard mine, may I lease it now (not draining, not fenced)?
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from crawl.canon import host_key
+
+DEFAULT_V = 1024
+
+# Files under D/cluster/ (the contract between the crawl process and the bridge).
+CLUSTER = "cluster"
+OUTBOX = "outbox"
+INBOX = "inbox"
+MAP = "map.json"
+HANDOFF_OUT = "handoff-out"
+HANDOFF_DONE = "handoff-done.json"
+BRIDGE_STATUS = "bridge-status.json"
+
+
+def vshard(key: str, v: int = DEFAULT_V) -> int:
+    """The virtual shard of a host key (``host[:port]``, as :func:`crawl.canon.host_key` gives)."""
+    return zlib.crc32(key.encode()) % v
+
+
+def vshard_of_url(url: str, v: int = DEFAULT_V) -> int:
+    """The virtual shard of a URL's host (ValueError for a URL without a host)."""
+    return zlib.crc32(host_key(url).encode()) % v
+
+
+def cluster_dir(crawl_dir: str | os.PathLike[str]) -> Path:
+    """``D/cluster``: where a node's spools and the map the bridge writes live."""
+    return Path(crawl_dir) / CLUSTER
+
+
+class ShardMap:
+    """The node's view of ``D/cluster/map.json``, re-read only when the file changes.
+
+    No file yet (the bridge has not joined) means nothing is owned: a node
+    that does not know its shards must lease nothing rather than guess.
+    """
+
+    def __init__(self, crawl_dir: str | os.PathLike[str]) -> None:
+        self.path = cluster_dir(crawl_dir) / MAP
+        self._sig: tuple[int, int, int] | None = None
+        self.data: dict[str, Any] = {}
+        self.owned: frozenset[int] = frozenset()
+        self.draining: frozenset[int] = frozenset()
+        self.leasable: frozenset[int] = frozenset()
+        self.owner: dict[int, str] = {}
+        self.ip_share: dict[str, int] = {}
+        self.fenced = False
+        self.epoch = -1
+        self.v = DEFAULT_V
+        self.node = ""
+        self.crawl = ""
+        self.refresh()
+
+    def refresh(self) -> bool:
+        """Re-read the map if it was replaced since the last look; True when it changed."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if self._sig is None and not self.data:
+                return False
+            self._sig = None
+            self._load({})
+            return True
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if sig == self._sig:
+            return False
+        try:
+            data = orjson.loads(self.path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return False  # replaced again under us, or half-written by hand: keep the last view
+        if not isinstance(data, dict):
+            return False
+        self._sig = sig
+        self._load(data)
+        return True
+
+    def _load(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.v = int(data.get("V") or DEFAULT_V)
+        self.epoch = int(data.get("epoch", -1))
+        self.node = str(data.get("node", ""))
+        self.crawl = str(data.get("crawl", ""))
+        self.owned = frozenset(int(s) for s in data.get("owned") or ())
+        self.draining = frozenset(int(s) for s in data.get("draining") or ())
+        self.fenced = bool(data.get("fenced", False))
+        self.owner = {int(k): str(n) for k, n in (data.get("owner") or {}).items()}
+        self.ip_share = {str(ip): max(1, int(k)) for ip, k in (data.get("ip_share") or {}).items()}
+        self.leasable = frozenset() if self.fenced else self.owned - self.draining
+
+    def shard(self, key: str) -> int:
+        """The vshard of a host key under this map's ``V``."""
+        return zlib.crc32(key.encode()) % self.v
+
+    def owns(self, shard: int) -> bool:
+        """Whether this node owns ``shard`` in the current epoch (draining ones included)."""
+        return shard in self.owned
+
+    def owns_host(self, key: str) -> bool:
+        return self.shard(key) in self.owned
+
+    def may_lease(self, key: str) -> bool:
+        """Whether the host's queue may be leased now: owned, not draining, not fenced."""
+        return self.shard(key) in self.leasable
+
+    def owner_of(self, shard: int) -> str | None:
+        return self.owner.get(shard)
+
+    def share(self, ip: str) -> int:
+        """How many nodes hold hosts on ``ip`` (1 when it is not shared)."""
+        return self.ip_share.get(ip, 1)
