@@ -69,7 +69,7 @@ from .rules import (
 )
 from .why import parse_notes, refusal
 
-CANON_VERSION = 2
+CANON_VERSION = 3
 """Bump when any rule, default list or output form changes.
 
 2: the percent rule no longer decodes a hex digit that would complete a

@@ -130,9 +130,16 @@ def _pct(s: str) -> str:
 
 
 def _root_dot(p: _Parts, cfg: CanonConfig) -> None:
-    """``example.com.`` is the same host as ``example.com`` (the DNS root)."""
+    """``example.com.`` is the same host as ``example.com`` (the DNS root).
+
+    The stripped host is parsed again: WHATWG drops only one empty last
+    label before asking whether a host ends in a number, so ``2..`` stays a
+    domain, but ``2`` is the IPv4 address 0.0.0.2. Without the second parse
+    one URL would have two canonical forms (and fingerprints).
+    """
     if p.host.endswith("."):
         p.host = p.host.rstrip(".")
+        p.reparse = True
 
 
 def _userinfo(p: _Parts, cfg: CanonConfig) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gzip
 import itertools
-import re
 import socket
 import tempfile
 import zlib
@@ -82,12 +81,6 @@ def _canon_or_reason(url: str, base: str | None) -> object:
         return exc.reason
 
 
-# A host ending in two or more dots (http://2..): not canonical after one pass, a
-# canon bug pinned by tests/fuzz/test_found.py, skipped here so that the suite's
-# brief runs do not fail on it by chance.
-_KNOWN_DOTS = re.compile(r"\.\.+\s*(?:[:/?#\\]|$)")
-
-
 def canon(data: bytes) -> None:
     """crawl.canon: every line a URL, alone and against the first line as a base.
 
@@ -104,8 +97,6 @@ def canon(data: bytes) -> None:
             if isinstance(got, str):
                 continue
             again = canonicalize(got.url)
-            if again != got and _KNOWN_DOTS.search(line + " " + (b or "")):
-                continue  # known, pinned in test_found.py: drop this when that xfail passes
             assert again == got, (line, b, got, again)
         expected = _canon_or_reason(line, base)
         try:
