@@ -4,6 +4,8 @@
 of owners the bridge writes (``D/cluster/map.json``).
 """
 
+from .servers import DevCluster as DevCluster
+from .servers import stop_recorded as stop_recorded
 from .shards import BRIDGE_STATUS as BRIDGE_STATUS
 from .shards import CLUSTER as CLUSTER
 from .shards import DEFAULT_V as DEFAULT_V

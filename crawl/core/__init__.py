@@ -17,6 +17,7 @@ names an operator gives for files inside a crawl directory; and
 """
 
 from . import records as records
+from .atomic import pid_alive as pid_alive
 from .atomic import replace_file as replace_file
 from .dirlock import DirLock as DirLock
 from .dirlock import own_dir as own_dir
