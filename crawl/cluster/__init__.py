@@ -1,9 +1,14 @@
 """One crawl shared by several machines: hosts sharded over nodes, links routed through NATS JetStream.
 
 :mod:`.shards` says which virtual shard a host belongs to and reads the map
-of owners the bridge writes (``D/cluster/map.json``).
+of owners the bridge writes (``D/cluster/map.json``); :mod:`.node` is the
+crawl process's side (routing links, admitting the inbox, the lease filter,
+handing shards over).
 """
 
+from .node import Node as Node
+from .node import node_id as node_id
+from .node import route_records as route_records
 from .servers import DevCluster as DevCluster
 from .servers import stop_recorded as stop_recorded
 from .shards import BRIDGE_STATUS as BRIDGE_STATUS

@@ -10,12 +10,15 @@ The bridge process writes ``D/cluster/map.json`` whole (atomic replace)
 whenever the shard map changes; the crawl process reads it through
 :class:`ShardMap`, which re-reads only when the file was replaced (one
 ``stat`` per lease round), and answers the questions the lease loop asks:
-is this shard mine, may I lease it now (not draining, not fenced)?
+is this shard mine, may I lease it now (not draining, not fenced)? Each
+answer reads one attribute that a refresh replaces whole, so the lease
+thread and the admission thread never see half of a new map.
 """
 
 from __future__ import annotations
 
 import os
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -58,8 +61,16 @@ class ShardMap:
     that does not know its shards must lease nothing rather than guess.
     """
 
-    def __init__(self, crawl_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, crawl_dir: str | os.PathLike[str], hold: float = 0.0) -> None:
         self.path = cluster_dir(crawl_dir) / MAP
+        # A shard this node gains while running is leased only ``hold`` seconds
+        # later: links for its hosts may reach the stream before the previous
+        # owner's slice (with each host's next-allowed time) does, and a host
+        # its previous owner fetched a moment ago must not be asked again at
+        # once. At start every shard counts as gained: a node cannot tell its
+        # own resumed shards from ones handed to it while it was away.
+        self.hold = hold
+        self.gained: dict[int, float] = {}
         self._sig: tuple[int, int, int] | None = None
         self.data: dict[str, Any] = {}
         self.owned: frozenset[int] = frozenset()
@@ -68,6 +79,10 @@ class ShardMap:
         self.owner: dict[int, str] = {}
         self.ip_share: dict[str, int] = {}
         self.fenced = False
+        self.local: frozenset[int] = frozenset()
+        self._leasable: frozenset[int] = frozenset()
+        self.ts = 0.0
+        self.fence_after = 0.0
         self.epoch = -1
         self.v = DEFAULT_V
         self.node = ""
@@ -86,6 +101,7 @@ class ShardMap:
             return True
         sig = (st.st_ino, st.st_mtime_ns, st.st_size)
         if sig == self._sig:
+            self.leasable = self._current(time.time())
             return False
         try:
             data = orjson.loads(self.path.read_bytes())
@@ -108,7 +124,34 @@ class ShardMap:
         self.fenced = bool(data.get("fenced", False))
         self.owner = {int(k): str(n) for k, n in (data.get("owner") or {}).items()}
         self.ip_share = {str(ip): max(1, int(k)) for ip, k in (data.get("ip_share") or {}).items()}
-        self.leasable = frozenset() if self.fenced else self.owned - self.draining
+        self.ts = float(data.get("ts") or 0.0)
+        self.fence_after = float(data.get("fence_after") or 0.0)
+        local = self.owned - self.draining
+        now = time.time()
+        if self.hold:  # shards gained since the last map (all, at start) wait (see __init__)
+            for shard in local - self.local:
+                self.gained[shard] = now + self.hold
+        self.gained = {k: t for k, t in self.gained.items() if t > now and k in local}
+        self.local = local  # shards whose links are admitted here
+        self._leasable = frozenset() if self.fenced else local
+        self.leasable = self._current(now)
+
+    def _current(self, now: float) -> frozenset[int]:
+        if self.stale(now):
+            return frozenset()
+        if self.gained:
+            held = {k for k, t in self.gained.items() if t > now}
+            if held:
+                return self._leasable - held
+            self.gained = {}
+        return self._leasable
+
+    def stale(self, now: float | None = None) -> bool:
+        """The bridge has not renewed the map for ``fence_after`` seconds: its heartbeat
+        may be failing unseen (or the bridge is gone), so this node must stop leasing."""
+        if not self.fence_after:
+            return False
+        return (time.time() if now is None else now) - self.ts > self.fence_after
 
     def shard(self, key: str) -> int:
         """The vshard of a host key under this map's ``V``."""
@@ -122,7 +165,8 @@ class ShardMap:
         return self.shard(key) in self.owned
 
     def may_lease(self, key: str) -> bool:
-        """Whether the host's queue may be leased now: owned, not draining, not fenced."""
+        """Whether the host's queue may be leased now: owned, not draining, not fenced
+        (as of the last :meth:`refresh`)."""
         return self.shard(key) in self.leasable
 
     def owner_of(self, shard: int) -> str | None:

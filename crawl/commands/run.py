@@ -15,6 +15,7 @@ from crawl.core import BadRecord, CrawlDir, ExitStatus, Report, UsageError, reco
 from crawl.parse import ParseConfig
 from crawl.run import MODES, Budgets, Crawl, RunOptions, Scope, make_display, run_crawl, summary
 
+from ._cluster import cluster_run_options, cluster_settings
 from ._common import dir_option
 from ._fetchopts import fetch_config_from, fetch_options, raise_open_files
 from ._politeness import DURATION, politeness_from, politeness_options
@@ -83,6 +84,7 @@ def default_parse_procs() -> int:
               help="Run dedupe, parse and seen in N child processes (0: in this process), so "
                    "the fetch side keeps a core to itself. Default: 1 on a machine with two or "
                    "more cores, else 0.")
+@cluster_run_options
 @politeness_options
 @fetch_options
 @click.pass_context
@@ -145,6 +147,8 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         recrawl=kw["recrawl"], recrawl_share=kw["recrawl_share"],
         recrawl_budget=kw["recrawl_budget"], **net,
     )
+    for key, value in cluster_settings(kw).items():  # --cluster: one node of a shared crawl
+        setattr(opts, key, value)
     cdir = CrawlDir(crawl_dir)
     cdir.root.mkdir(parents=True, exist_ok=True)
     crawl = Crawl(cdir, opts)
@@ -154,7 +158,7 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         for line in crawl.check_last_files():  # a WARC file cut short since: its pages go back
             report.warn(line)
         _remember_seeds(crawl, urls)
-        if not urls and crawl.finished() and not crawl.stopping:
+        if not urls and crawl.finished() and not crawl.stopping and not opts.cluster:
             raise UsageError("nothing to crawl: give seed URLs (arguments or --seeds FILE)")
         import trio
 

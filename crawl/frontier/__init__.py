@@ -11,7 +11,9 @@ one host at a time, its delay and the per-IP cap respected,
 :mod:`.robotswait` keeps the hosts whose robots.txt cannot be read waiting,
 their URLs queued, and says so. :mod:`.delays` notes why a host waits
 (Retry-After, backoff, parked) and :mod:`.lookup` reads one URL's or
-host's state without writing, for ``crawl why``.
+host's state without writing, for ``crawl why``. :mod:`.slices` moves
+hosts out whole (queued URLs, politeness state, done URLs) when a shared
+crawl hands them to another node.
 """
 
 from .db import Frontier as Frontier
@@ -26,3 +28,6 @@ from .recrawl import readd as readd
 from .robotswait import describe_wait as describe_wait
 from .robotswait import plural as plural
 from .robotswait import wait_notice as wait_notice
+from .slices import host_names as host_names
+from .slices import merge_host_state as merge_host_state
+from .slices import take_hosts as take_hosts

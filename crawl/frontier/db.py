@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,10 @@ class Frontier:
         # (tx.Carry): the next transaction reuses them only if no
         # other one committed in between.
         self._carry: Carry | None = None
+        # A shared crawl (crawl/cluster) leases only hosts this says yes to,
+        # and gives an address whose hosts k nodes hold per_ip // k slots.
+        self.lease_filter: Callable[[str], bool] | None = None
+        self.ip_share: dict[str, int] = {}
 
     def _check_layout(self) -> None:
         """Stamp a new frontier with this code's layout; refuse one of another layout."""

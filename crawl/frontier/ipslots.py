@@ -34,6 +34,7 @@ _NONE = (0, 0.0)  # an address without an entry
 class IpSlots:
     txn: Any
     cfg: Any
+    fr: Any
     now: float
     _waiters: bool | None
     dip: Any
@@ -51,6 +52,12 @@ class IpSlots:
 
     def reschedule(self, hid: int, h: hq.HostState) -> None:  # provided by Tx
         raise NotImplementedError
+
+    def ip_cap(self, ip: str) -> int:
+        """Leases allowed in flight on ``ip``: ``per_ip``, or this node's share of it
+        when the address's hosts are spread over several nodes (crawl/cluster)."""
+        share = self.fr.ip_share.get(ip) if self.fr.ip_share else None
+        return max(1, self.cfg.per_ip // share) if share else self.cfg.per_ip
 
     def ip_state(self, ip: str) -> tuple[int, float]:
         st = self.ips.get(ip)
@@ -97,7 +104,7 @@ class IpSlots:
         inflight, slow = self.ip_state(ip)
         inflight = max(inflight - 1, 0)
         self.put_ip(ip, inflight, slow)
-        if inflight < self.cfg.per_ip and self.has_waiters():
+        if inflight < self.ip_cap(ip) and self.has_waiters():
             cur = self.txn.cursor(db=self.dipw)
             prefix = ip.encode() + b"\0"
             if cur.set_range(prefix) and cur.key().startswith(prefix):
@@ -121,7 +128,7 @@ class IpSlots:
                     break
                 ip = key[:-5].decode()
                 if ip not in free:
-                    free[ip] = self.cfg.per_ip - self.ip_state(ip)[0]
+                    free[ip] = self.ip_cap(ip) - self.ip_state(ip)[0]
                 if free[ip] > 0:
                     free[ip] -= 1
                     wake.append((key, int.from_bytes(key[-4:], "big")))

@@ -41,6 +41,8 @@ def get_int(txn: Any, db: Any, key: bytes) -> int:
 # More (an add of 10,000 URLs to as many hosts) would rarely be reused and
 # keeps that many objects alive for the garbage collector to walk.
 CARRY_HOSTS = 4096
+# How long a host the lease filter refused stays off the schedule before it is asked again.
+FILTER_RECHECK_MS = 1000
 
 
 class Carry(NamedTuple):
@@ -481,6 +483,14 @@ class Tx(IpSlots):
             h = self.read_host(hid)
         self.dirty.add(hid)
         h.sched = hq.NOT_SCHEDULED
+        flt = self.fr.lease_filter
+        if flt is not None and h.head != hq.NO_HEAD and not flt(h.name):
+            # Not this process's to lease now (crawl/cluster: another node's
+            # shard, or one being handed over): look again a little later.
+            t_ms = max(hq.ms_up(max(h.next_allowed, h.parked_until)), self.now_ms + FILTER_RECHECK_MS)
+            self.sched_puts[hid] = hq.sched_key(h.head, t_ms, hid)
+            h.sched, h.sched_ms = h.head, t_ms
+            return None
         now = self.now
         not_before = h.next_allowed if h.next_allowed > h.parked_until else h.parked_until
         ip = self.ip_state(h.ip) if h.ip else None
@@ -490,7 +500,7 @@ class Tx(IpSlots):
             h.next_allowed = not_before
             self.reschedule(hid, h)
             return None
-        if ip is not None and ip[0] >= self.cfg.per_ip:
+        if ip is not None and ip[0] >= self.ip_cap(h.ip):
             self.txn.put(h.ip.encode() + b"\0" + hq.hid_key(hid), b"", db=self.dipw)
             self._waiters = True
             h.sched = hq.WAITING_IP

@@ -37,6 +37,7 @@ import orjson
 import trio
 
 from crawl.canon import CanonError
+from crawl.cluster import Node
 from crawl.core import (
     Batch,
     CrawlDir,
@@ -98,6 +99,11 @@ class RunOptions:
     # frontier late, and a --duration run overran by the whole pile (measured:
     # 100 s for a 60 s budget). About five seconds of parsing at ~200 pages/s.
     max_backlog: int = 1000
+    # A crawl shared by several nodes (crawl/cluster): the NATS servers (comma list),
+    # the crawl's name in the cluster, this node's name. "" when not shared.
+    cluster: str = ""
+    cluster_crawl: str = ""
+    node: str = ""
 
 
 class Progress:
@@ -136,6 +142,8 @@ class Crawl:
             opts.lease_seconds = 2 * lim.total + lim.connect + 30.0
         self.dir_lock = share_dir(cdir.root)  # crawl check --repair waits for no one
         self.frontier = Frontier(cdir.frontier, opts.politeness)
+        # shared crawl: lease only this node's shards, route other hosts' links away
+        self.node = Node(cdir.root, self.frontier) if opts.cluster else None
         self.seen = SeenSet(cdir.seen)
         self.dedupe = Deduper(cdir.dedupe)
         # History for the freshness model is kept on every crawl, so a later
@@ -163,6 +171,8 @@ class Crawl:
         self.recrawler.close()
         self.dedupe.close()
         self.seen.close()
+        if self.node is not None:
+            self.node.close()
         self.frontier.close()
         self.graph.close()
         self.fetched.close()
@@ -187,7 +197,7 @@ class Crawl:
 
         return check_tails(self.cdir, self.frontier, self.last_warc_files, time.time())
 
-    def admit(self, recs: list[Record], now: float) -> dict[str, int]:
+    def admit(self, recs: list[Record], now: float, *, judged: bool = False) -> dict[str, int]:
         """Put new, in-scope URLs into the frontier; then mark them seen."""
         counts = {"in": len(recs), "out_of_scope": 0, "host_cap": 0, "seen": 0, "added": 0, "rejected": 0}
         fresh: list[Record] = []
@@ -201,7 +211,7 @@ class Crawl:
             except CanonError:
                 counts["rejected"] += 1
                 continue
-            if self.opts.scope.reason_out(rec["url"], int(rec.get("depth") or 0)):
+            if not judged and self.opts.scope.reason_out(rec["url"], int(rec.get("depth") or 0)):
                 counts["out_of_scope"] += 1
                 continue
             if fp in batch_fps:
@@ -210,6 +220,11 @@ class Crawl:
             batch_fps.add(fp)
             fresh.append(rec)
             fps.append(fp)
+        if self.node is not None and fresh:  # judged: another node routed them here, in its scope
+            keep = self.node.route(fresh)  # other nodes' hosts go to the outbox
+            counts["routed"] = keep.count(False)
+            fresh = [r for r, k in zip(fresh, keep, strict=True) if k]
+            fps = [f for f, k in zip(fps, keep, strict=True) if k]
         known = self.seen.contains_fps(fps) if fps else []
         new = [(r, fp) for r, fp, k in zip(fresh, fps, known, strict=True) if not k]
         counts["seen"] += len(fresh) - len(new)
@@ -255,6 +270,8 @@ class Crawl:
         b = self.opts.budgets
         while not self.stopping:
             now = time.time()
+            if self.node is not None:
+                self.node.refresh()  # the map, once per round
             if b.max_pages and self.progress.pages >= b.max_pages:
                 self.stopping = "max-pages"
                 break
@@ -272,13 +289,13 @@ class Crawl:
                 self.last_lease = now
                 yield Batch(leases)
                 continue
-            if self.finished() and not self.opts.recrawl:
+            if self.finished() and not self.opts.recrawl and self.node is None:  # (shared: idle only)
                 self.stopping = "done"
                 break
             due = self.frontier.next_due(now)
             if now - self.last_lease > b.idle_exit and (due is None or due - now > b.idle_exit) \
                     and not self.opts.recrawl and not self.frontier.pending()["in_flight"] \
-                    and not self.backlog():
+                    and not self.backlog() and (self.node is None or self.node.idle()):
                 # Leases in flight (ours, or a killed run's until they expire)
                 # and fetched pages not parsed yet still bring work back: only
                 # an empty pipeline is idle.
@@ -320,6 +337,8 @@ class Crawl:
         # the fetch (at-least-once), it never completes a URL whose result or
         # log event is missing.
         self.fetched.put(recs)
+        if self.node is not None:
+            self.node.saw(recs)  # host -> IP pairs, for the per-IP shares
         self.log.write(event_of(r, now) for r in recs)
         for ev in self.frontier.complete(recs, now):
             if "robots_wait" in ev or "robots_resumed" in ev:
@@ -349,9 +368,12 @@ class Crawl:
 
     def process_one_batch(self, size: int = 64) -> int:
         """Dedupe, parse and admit one claimed batch of fetch results, then ack it."""
+        # a shared crawl's inbox (links other nodes routed here) is admitted here too:
+        # one admitting caller per process (crawl/cluster/node.py)
+        inbox = self.node.pump_inbox(self.admit, self.seen.add_fps) if self.node is not None else 0
         claimed = self.fetched.claim(size)
         if not claimed:
-            return 0
+            return inbox
         now = time.time()
         recs: list[Record] = []
         for _, data in claimed:

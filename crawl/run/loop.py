@@ -30,6 +30,7 @@ from crawl.core import (
 )
 from crawl.fetch import fetch_all, open_fetcher
 
+from .cluster import cluster_tasks
 from .crawl import Crawl, RunOptions
 
 
@@ -71,6 +72,8 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
             outer.start_soon(show)
             fetch_scope = trio.CancelScope()
             outer.start_soon(watch_signals, fetch_scope)
+            if crawl.node is not None:  # a shared crawl: the bridge child, handoffs
+                outer.start_soon(cluster_tasks, crawl, report)
             async with trio.open_nursery() as inner:
                 if opts.parse_procs:
                     inner.start_soon(_process_children, crawl)

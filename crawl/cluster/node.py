@@ -1,0 +1,264 @@
+"""The crawl process's side of a shared crawl: what stays, what leaves, what comes in.
+
+A node is an ordinary crawl directory restricted to the shards the map
+gives it. This module is the glue between that crawl and the bridge
+process (the only one that talks to NATS), through files and spools in
+``D/cluster/`` (crawl/cluster/shards.py names them):
+
+* **route**: a discovered or seeded URL whose shard this node admits
+  (owned, not draining) goes on to the local seen set and frontier; any
+  other one is put into the ``outbox`` spool with its ``vshard``, for the
+  bridge to publish to the owner. Only the owner ever checks a URL against
+  its seen set, so the seen set partitions with the frontier.
+* **inbox**: what other nodes routed here arrives in the ``inbox`` spool
+  (written and fsynced by the bridge before it acks the messages); the run
+  claims a batch, admits it (links, a previous owner's host states and
+  done URLs) and acks it. Admission is idempotent, so a batch delivered
+  twice changes nothing the second time.
+* **lease filter**: the frontier leases a host only if its shard is owned,
+  not draining, and the node is not fenced (the bridge says so in the map,
+  or has not renewed the map in time).
+* **handoff**: a draining shard's hosts, once their leases in flight are
+  done, leave the frontier whole into the ``handoff-out`` spool
+  (:func:`crawl.frontier.take_hosts`); then ``handoff-done.json`` tells the
+  bridge it may publish them and move the shard. Hosts the map gives to
+  another node without a handoff (a rebalance while this node was away)
+  are swept into the outbox the same way.
+* **addresses**: the host -> IP pairs fetches learn go to the outbox as
+  ``ip`` records, for the bridge's IP registry (per-IP shares, map.json
+  ``ip_share``, which the frontier applies to its per-IP cap).
+
+Everything here is blocking (LMDB); the run calls it from worker threads.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from crawl.canon import host_key
+from crawl.core import Record, Spool, records, replace_file
+from crawl.frontier import Frontier, host_names, merge_host_state, take_hosts
+
+from .shards import HANDOFF_DONE, HANDOFF_OUT, INBOX, OUTBOX, ShardMap, cluster_dir
+
+INBOX_BATCH = 512
+IP_MEMORY = 1 << 16  # host -> IP pairs already reported (forgotten all at once when full)
+
+Admit = Callable[..., dict[str, int]]  # Crawl.admit(recs, now, judged=True)
+SeenAdd = Callable[[list[int]], Any]
+
+
+def node_id(crawl_dir: str | os.PathLike[str], given: str | None = None) -> str:
+    """This crawl directory's node name: ``given``, else the one it had before, else
+    a new one (host name and a short hash of the directory), kept in ``D/cluster/node-id``
+    so a restarted node comes back as itself and resumes its own shards."""
+    path = cluster_dir(crawl_dir) / "node-id"
+    if given:
+        name = given
+    elif path.exists():
+        return path.read_text().strip()
+    else:
+        tag = zlib.crc32(str(Path(crawl_dir).resolve()).encode()) & 0xFFFF
+        name = f"{socket.gethostname()}-{tag:04x}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text().strip() != name:
+        data = (name + "\n").encode()
+        replace_file(path, lambda f: f.write(data))
+    return name
+
+
+def route_records(smap: ShardMap, outbox: Spool, recs: list[Record]) -> list[bool]:
+    """Put the records of shards not admitted here into ``outbox`` (one fsynced put,
+    each with its ``vshard``); True for each record that stays."""
+    local, away = smap.local, []
+    keep: list[bool] = []
+    for rec in recs:
+        try:
+            shard = smap.shard(host_key(rec["url"]))
+        except (KeyError, TypeError, ValueError):
+            keep.append(True)  # no host: the frontier rejects it and says why
+            continue
+        if shard in local:
+            keep.append(True)
+        else:
+            keep.append(False)
+            away.append({**rec, "vshard": shard})
+    if away:
+        outbox.put(away)
+    return keep
+
+
+class Node:
+    """One crawl directory's membership in a shared crawl (see the module docstring)."""
+
+    def __init__(self, crawl_dir: str | os.PathLike[str], frontier: Frontier, hold: float | None = None) -> None:
+        self.dir = cluster_dir(crawl_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        # a gained shard waits out one host delay and a second (ShardMap.hold)
+        self.map = ShardMap(crawl_dir, frontier.cfg.default_delay + 1.0 if hold is None else hold)
+        self.outbox = Spool(self.dir / OUTBOX)
+        self.inbox = Spool(self.dir / INBOX)
+        self.handoff_out = Spool(self.dir / HANDOFF_OUT)
+        self.frontier = frontier
+        frontier.lease_filter = self.map.may_lease
+        frontier.ip_share = self.map.ip_share
+        self.counts: dict[str, int] = {}
+        self._ips: dict[str, str] = {}
+        self._sweep_epoch: int | None = None  # the map epoch whose strays were all swept
+        self._handed: tuple[int, frozenset[int]] | None = None  # (epoch, vshards) done
+        self._handoff_count = 0
+
+    def close(self) -> None:
+        self.outbox.close()
+        self.inbox.close()
+        self.handoff_out.close()
+
+    def count(self, key: str, n: int = 1) -> None:
+        if n:
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def refresh(self) -> bool:
+        """Look at the map again (a stat; a read when the bridge replaced it)."""
+        changed = self.map.refresh()
+        if changed:
+            self.frontier.ip_share = self.map.ip_share
+        return changed
+
+    # -- admission -------------------------------------------------------------
+
+    def route(self, recs: list[Record]) -> list[bool]:
+        """True for each record admitted here; the rest go to the outbox (counted as routed)."""
+        self.refresh()
+        keep = route_records(self.map, self.outbox, recs)
+        self.count("routed", keep.count(False))
+        return keep
+
+    def pump_inbox(self, admit: Admit, seen_add: SeenAdd, batch: int = INBOX_BATCH) -> int:
+        """Admit one claimed inbox batch, then ack it; how many records it held.
+
+        Host states first (a previous owner's politeness state must be in
+        place before its URLs can be leased), then done URLs into the seen
+        set, then URLs through ``admit`` (which routes on what is not ours,
+        so a late delivery after a map change is forwarded, not stranded).
+        """
+        claimed = self.inbox.claim(batch)
+        if not claimed:
+            return 0
+        now = time.time()
+        hosts: list[Record] = []
+        fps: list[int] = []
+        urls: list[Record] = []
+        for _, data in claimed:
+            try:
+                rec = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                self.count("inbox/bad")
+                continue
+            kind = rec.get("kind") if isinstance(rec, dict) else None
+            if kind in records.URL_KINDS and isinstance(rec.get("url"), str):
+                rec.pop("vshard", None)
+                urls.append(rec)
+            elif kind == "host":
+                hosts.append(rec)
+            elif kind == "seen":
+                fps.extend(int(f, 16) for f in rec.get("fps") or () if isinstance(f, str))
+            else:
+                self.count("inbox/bad")
+        if hosts:
+            self.count("inbox/hosts", merge_host_state(self.frontier, hosts, now))
+        if fps:
+            seen_add(fps)
+            self.count("inbox/seen", len(fps))
+        if urls:
+            admit(urls, now, judged=True)
+            self.count("inbox/urls", len(urls))
+        self.inbox.ack(k for k, _ in claimed)
+        return len(claimed)
+
+    def saw(self, results: list[Record]) -> None:
+        """Report host -> IP pairs the fetches learned (new ones only) to the bridge."""
+        out = []
+        for rec in results:
+            host, ip = rec.get("host"), rec.get("ip")
+            if not isinstance(host, str) or not isinstance(ip, str) or not ip or self._ips.get(host) == ip:
+                continue
+            if len(self._ips) >= IP_MEMORY:
+                self._ips.clear()
+            self._ips[host] = ip
+            out.append(records.make("ip", host=host, ip=ip, vshard=self.map.shard(host)))
+        if out:
+            self.outbox.put(out)
+
+    # -- handoff and strays ------------------------------------------------------
+
+    def handoff(self, now: float | None = None) -> dict[str, Any] | None:
+        """Move the draining shards' hosts out; write handoff-done.json once all are out.
+
+        Returns what was moved this round, or None when nothing is draining
+        or this set was handed off already. A host with a lease in flight
+        waits for its completion (the lease filter keeps new ones from
+        starting), so it never moves mid-fetch.
+        """
+        m = self.map
+        if not m.draining:
+            return None
+        key = (m.epoch, m.draining)
+        if self._handed == key:
+            return None
+        now = time.time() if now is None else now
+        draining, shard = m.draining, m.shard
+        names = [h for h in host_names(self.frontier) if shard(h) in draining]
+        got = take_hosts(self.frontier, names, now, self._sink(self.handoff_out))
+        self._handoff_count += got["records"]
+        self.count("handoff/urls", got["urls"])
+        if got["busy"]:
+            return got
+        done = {"vshards": sorted(draining), "epoch": m.epoch, "count": self._handoff_count,
+                "node": m.node, "ts": now}
+        data = orjson.dumps(done)
+        replace_file(self.dir / HANDOFF_DONE, lambda f: f.write(data))
+        self._handed, self._handoff_count = key, 0
+        return {**got, "done": done}
+
+    def sweep(self, now: float | None = None) -> dict[str, Any] | None:
+        """Send hosts of shards the map gives to another node to the outbox (once per epoch,
+        repeated while some of them still have a lease in flight)."""
+        m = self.map
+        if m.epoch < 0 or self._sweep_epoch == m.epoch:
+            return None
+        now = time.time() if now is None else now
+        mine, shard = m.owned, m.shard
+        strays = [h for h in host_names(self.frontier) if shard(h) not in mine and m.owner_of(shard(h))]
+        got = take_hosts(self.frontier, strays, now, self._sink(self.outbox)) if strays else \
+            {"hosts": 0, "urls": 0, "busy": [], "records": 0}
+        self.count("swept/urls", got["urls"])
+        if not got["busy"]:
+            self._sweep_epoch = m.epoch
+        return got
+
+    def _sink(self, spool: Spool) -> Callable[[list[Record]], None]:
+        shard = self.map.shard
+
+        def put(recs: list[Record]) -> None:
+            spool.put([{**r, "vshard": shard(r["host"] if r["kind"] != "url" else host_key(r["url"]))}
+                       for r in recs])
+        return put
+
+    def idle(self) -> bool:
+        """Nothing waits in this node's spools (what it routed left, what came in was admitted)."""
+        out, inn = self.outbox.counts(), self.inbox.counts()
+        return not (out["queued"] or out["claimed"] or inn["queued"] or inn["claimed"])
+
+    def status(self) -> dict[str, Any]:
+        m = self.map
+        return {"node": m.node, "epoch": m.epoch, "owned": len(m.owned), "draining": len(m.draining),
+                "fenced": m.fenced or m.stale(), "outbox": self.outbox.counts()["queued"],
+                "inbox": self.inbox.counts()["queued"], **self.counts}
