@@ -46,11 +46,13 @@ def command() -> None:
 @click.option("--robots-recover", default=0, show_default=True, type=click.IntRange(min=0), help="The 500 and timeout robots.txt variants fail this many times per host, then answer 200 with 'Disallow: /private/' (0: they never recover).")
 @click.option("--huge-bytes", default=500_000_000, show_default=True, help="Length of the huge HTML stream.")
 @click.option("--bomb-bytes", default=1 << 30, show_default=True, help="Inflated size of the gzip bomb.")
+@click.option("--profile", default="synthetic", show_default=True, type=click.Choice(["synthetic", "realistic"]), help="Page shapes: 'synthetic' (2-200 KB, a dozen links) or 'realistic' (sized like documentation and news sites: median ~25 KB, p99 ~550 KB, up to 2 MB; 50-3,000 links, most in a sidebar every page of a host repeats; some pages mostly code or tables). --links applies to synthetic only.")
+@click.option("--news", default=0, show_default=True, type=click.IntRange(0, 1000), help="A home page that changes links to the articles of its newest N revisions (/latest/R.html), so every revision brings new URLs (not in the manifest; 0: off).")
 @click.option("--full-manifest-limit", default=500, show_default=True, help="List every page in manifest.ndjson only up to this many hosts.")
 def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: int, cross: float,
               addresses: int, agent: str, mix: str, clock: float | None, latency: float, drip: float,
               busy: int, hang: float, robots_recover: int, huge_bytes: int, bomb_bytes: int,
-              full_manifest_limit: int) -> None:
+              profile: str, full_manifest_limit: int, news: int = 0) -> None:
     """Generate a deterministic web and serve it until interrupted.
 
     Writes OUT/hosts ("ADDRESS NAME" lines for the crawler's DNS override),
@@ -73,6 +75,7 @@ def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: in
 
     \b
         crawl testweb serve --out web --hosts 40 --port 8080
+        crawl testweb serve --out web --hosts 200 --pages 50 --profile realistic
         curl -H 'Host: h0000.test' http://127.0.1.1:8080/
     """
     from ..testweb import Clock, WebConfig
@@ -82,7 +85,7 @@ def serve_cmd(out: Path, hosts: int, seed: int, port: int, pages: int, links: in
         config = WebConfig(seed=seed, hosts=hosts, pages=pages, links=links, cross=cross,
                            addresses=addresses, agent=agent, mix=mix, latency=latency, drip=drip,
                            busy=busy, hang=hang, robots_recover=robots_recover, huge_bytes=huge_bytes,
-                           bomb_bytes=bomb_bytes)
+                           bomb_bytes=bomb_bytes, news=news, profile=profile)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 

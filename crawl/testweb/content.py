@@ -114,6 +114,10 @@ def _article(spec: PageSpec, src: int, body_links: list[Link]) -> str:
 @functools.lru_cache(maxsize=256)  # the router keeps the responses; this serves variants
 def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> bytes:
     """An ordinary page; ``variant`` is one of the near-duplicate variants or ''."""
+    if web.config.profile == "realistic":
+        from .realistic import page_html as realistic_html
+
+        return realistic_html(web, i, k, version, variant)
     spec = web.page(i, k)
     host = web.host(i)
     src = host.mirror_of if host.mirror_of is not None else i

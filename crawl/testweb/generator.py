@@ -66,6 +66,7 @@ NEAR_DUP_VARIANTS = ("tracking", "print", "mobile", "ref")
 CHANGE_PERIODS = (None, None, 3600, 86400, 7 * 86400)
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z: "Last-Modified" of pages that never change
 ROBOTS_LIMIT = 500 * 1024  # RFC 9309 2.5: parsers must read at least 500 KiB
+PAGE_PROFILES = ("synthetic", "realistic")
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,15 @@ class WebConfig:
     huge_bytes: int = 500 * 1000 * 1000
     endless_cap: int = 2 << 30
     bomb_bytes: int = 1 << 30  # decompressed size of the gzip bomb
+    # A home page that changes lists its newest N revisions' articles,
+    # /latest/<revision>.html, so each revision links to a URL never seen
+    # before (crawl cycles must follow them); 0: off. Not in the manifest.
+    news: int = 0
+    profile: str = "synthetic"  # "synthetic" or "realistic" (pages shaped like real sites: realistic.py)
 
     def __post_init__(self) -> None:
+        if self.profile not in PAGE_PROFILES:
+            raise ValueError(f"unknown profile {self.profile!r}; use one of: {', '.join(PAGE_PROFILES)}")
         if not 1 <= self.hosts <= 1_000_000:
             raise ValueError("hosts must be between 1 and 1,000,000")
         if self.pages < 2:
@@ -140,6 +148,7 @@ class PageSpec:
     meta_robots: str | None
     base_href: str | None
     links: tuple[Link, ...] = field(default=())
+    kind: str = ""  # realistic pages: prose, code, table or index
 
 
 def _rng(*parts: object) -> random.Random:
@@ -274,6 +283,10 @@ class Web:
 
     def _page(self, i: int, k: int) -> PageSpec:
         cfg = self.config
+        if cfg.profile == "realistic":
+            from .realistic import page_spec  # realistic imports this module
+
+            return page_spec(self, i, k)
         host = self.host(i)
         src = host.mirror_of if host.mirror_of is not None else i
         r = _rng(cfg.seed, "page", src, k)

@@ -25,6 +25,9 @@ from .router import ADMIN_HOST, HTML
 
 MANIFEST_VERSION = 1
 FULL_LIMIT = 500
+# A realistic page lists ~200 links (up to 3,000): its web's pages are listed only up
+# to this many pages in all, or manifest.ndjson would take minutes and gigabytes.
+REALISTIC_FULL_PAGES = 2_500
 
 
 def _page_record(web: Web, i: int, path: str, **fields: Any) -> dict[str, Any]:
@@ -204,6 +207,8 @@ def write_all(web: Web, out: Path, now: float, full_limit: int = FULL_LIMIT) -> 
     out.mkdir(parents=True, exist_ok=True)
     n = web.config.hosts
     full = n <= full_limit
+    if web.config.profile == "realistic":
+        full = full and n * web.config.pages <= REALISTIC_FULL_PAGES
     with open(out / "hosts.tmp", "w") as f:
         f.write("# crawl testweb: host name to loopback address (hosts-file format)\n")
         f.write(f"{web.address(0)} {ADMIN_HOST}\n")
