@@ -203,6 +203,19 @@ def _read_ready(proc: subprocess.Popen[bytes], out: Path, timeout: float) -> dic
     return ready
 
 
+_THIS = sys.modules[__name__]
+
+
+def pytest_plugin_registered(plugin: object) -> None:
+    """Keep ``import conftest`` meaning this file. Test modules import the helpers
+    above with ``from conftest import ...``; pytest imports every directory's
+    conftest.py under the one module name ``conftest`` and so, once it has loaded
+    a deeper one (tests/cluster/conftest.py), modules collected after it would
+    get that one instead (an ImportError at collection, alphabet-dependent)."""
+    if plugin is not _THIS and getattr(plugin, "__name__", None) == "conftest":
+        sys.modules["conftest"] = _THIS
+
+
 @pytest.fixture(scope="session")
 def testweb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestWeb]:
     """The shared web: 40 hosts, 10 pages each, simulated clock (see module docstring)."""
