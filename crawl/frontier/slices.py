@@ -43,7 +43,8 @@ def take_hosts(fr: Any, names: Iterable[str], now: float, sink: Sink) -> dict[st
     ``priority`` and, for a delayed one, ``due``), then one ``seen`` record
     with the hex fingerprints of its URLs done or dropped this cycle. The
     host keeps its id and an empty queue: URLs added later are queued
-    afresh.
+    afresh, and its next-allowed time goes with the ``host`` record (a host
+    moved twice is not announced twice).
     """
     out: list[Record] = []
     counts = {"hosts": 0, "urls": 0, "seen": 0}
@@ -77,6 +78,7 @@ def take_hosts(fr: Any, names: Iterable[str], now: float, sink: Sink) -> dict[st
             t.unschedule(hid, h)
             t.count("queued", -len(urls))
             h.queued, h.head, h.tail_prio, h.tail_seq = 0, hq.NO_HEAD, hq.NO_HEAD, 0
+            h.next_allowed = 0.0  # its time left with it (should the host come back, so does its state)
             counts["hosts"] += 1
             counts["urls"] += len(urls)
             counts["seen"] += len(fps)
