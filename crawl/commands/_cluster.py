@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -45,3 +46,25 @@ def cluster_settings(kw: dict[str, Any]) -> dict[str, str]:
     if node is not None and not _NAME.match(node):
         raise UsageError(f"--node {node!r}: use 1-64 letters, digits, _ or -")
     return {"cluster": ",".join(urls), "cluster_crawl": name, "node": node or ""}
+
+
+def route_to_owners(crawl_dir: Path, io: Any, canonical: Callable[[list[Any], Any], list[Any]]) -> None:
+    """``crawl frontier add --cluster``: every URL goes into ``D/cluster/outbox`` with its
+    shard, for D's bridge to publish to the owner (this node too), whose run admits it
+    through its seen set. The frontier of D is not touched."""
+    from crawl.canon import host_key
+    from crawl.cluster import OUTBOX, ShardMap, cluster_dir
+    from crawl.core import Spool
+
+    smap = ShardMap(crawl_dir)
+    if smap.epoch < 0:
+        raise UsageError(f"{crawl_dir} is not a cluster node yet (no {cluster_dir(crawl_dir) / 'map.json'}): "
+                         f"start `crawl run --dir {crawl_dir} --cluster URLS --crawl NAME` first; its bridge "
+                         "writes the shard map")
+    with Spool(cluster_dir(crawl_dir) / OUTBOX) as out:
+        for batch in io.source.batches(5000):
+            recs = [{**r, "vshard": smap.shard(host_key(r["url"]))} for r in canonical(batch.records, io.report)]
+            if recs:
+                out.put(recs)
+            io.report.add("routed", len(recs))
+            batch.ack()

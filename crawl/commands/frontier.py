@@ -13,6 +13,7 @@ from crawl.core import Report, dumps_pretty, open_sink, records
 from crawl.frontier import Frontier, plural, wait_notice
 from crawl.seen import canonical
 
+from ._cluster import route_to_owners
 from ._common import check_sink, crawl_dir, dir_option, existing_dir, io_options, stage_io
 from ._politeness import DURATION, politeness_from, politeness_options
 
@@ -49,7 +50,11 @@ def command() -> None:
 @dir_option()
 @io_options
 @politeness_options
-def add_cmd(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file: Path | None, **kw: Any) -> None:
+@click.option("--cluster", "routed", is_flag=True,
+              help="D is a node of a shared crawl: send each URL to its shard's owner (through D's "
+                   "outbox and bridge) instead of D's frontier.")
+def add_cmd(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file: Path | None, routed: bool,
+            **kw: Any) -> None:
     """Queue url/link records (or plain URL lines); print nothing.
 
     Optional fields: priority (0 high .. 9 low, default 1; lowered by depth
@@ -60,7 +65,12 @@ def add_cmd(crawl_dir: Path, input_: str, output: str, strict: bool, stats_file:
     \b
         crawl frontier add --dir D < seeds.txt
         crawl parse --dir D < fetched.ndjson | crawl seen --dir D | crawl frontier add --dir D
+        crawl frontier add --dir D --cluster < seeds.txt    # a shared crawl: to the owners
     """
+    if routed:
+        with stage_io("frontier add", records.URL_KINDS, input_, output, strict, stats_file) as io:
+            route_to_owners(crawl_dir, io, _canonical)
+        return
     with stage_io("frontier add", records.URL_KINDS, input_, output, strict, stats_file) as io, \
             _open(crawl_dir, kw, create=True) as fr:
         for batch in io.source.batches(5000):

@@ -269,3 +269,19 @@ def test_run_cluster_flags_are_checked(tmp_path: Path, args: list[str], says: st
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.startswith("crawl: error:") and says in res.stderr
     assert not (tmp_path / "d").exists()
+
+
+def test_frontier_add_cluster_routes_every_url_to_its_owner(tmp_path: Path) -> None:
+    d = tmp_path / "a"
+    write_map(d, "a", A_SHARDS)
+    urls = [f"http://{h}/s" for h in hosts_of(A_SHARDS, 3) + hosts_of(B_SHARDS, 3)]
+    res = subprocess.run([sys.executable, "-m", "crawl", "frontier", "add", "--dir", str(d), "--cluster"],
+                         input="\n".join(urls + ["http://a.test:99999/"]) + "\n", capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "rejected 'http://a.test:99999/'" in res.stderr
+    out = queued(spool(d, "outbox"))
+    # its own shards too: the owner's run admits them through its seen set
+    assert sorted(r["url"] for r in out) == sorted(urls)
+    assert all(r["vshard"] == vshard(host_key(r["url"]), V) for r in out)
+    assert not (d / "frontier").exists()
