@@ -183,15 +183,19 @@ def _model(utf8: bytes, end: int) -> tuple[int, str] | None:
     can be reached: on MODEL_ATTRIBUTE_TAGS tokens, on MODEL_WALKS end tags and <body>s.
     """
     low = utf8[:end].lower()
+    walks = low.count(b"</") + low.count(b"<body") >= MODEL_WALKS
+    attrs = low.count(b"<") >= MODEL_ATTRIBUTE_TAGS and _attribute_bound(low) > ATTRIBUTE_TOTAL
+    if not (walks or attrs):
+        return None  # neither budget can be reached: no tokens needed (a head of 200,000 <link>)
     tokens = _TOKEN.findall(low)
     cut, reason = len(tokens), ""
     # an attribute takes two bytes at least (a name and what ends it): fewer bytes, no count
-    if len(tokens) >= MODEL_ATTRIBUTE_TAGS and \
+    if attrs and len(tokens) >= MODEL_ATTRIBUTE_TAGS and \
             sum(map(len, (t[1] + t[4] for t in tokens))) > 2 * ATTRIBUTE_TOTAL:
         i = _attribute_total(tokens, ATTRIBUTE_TOTAL)
         if i is not None:
             cut, reason = i, "attributes"
-    if low.count(b"</") + low.count(b"<body") >= MODEL_WALKS:
+    if walks:
         i = _stack_steps(tokens[:cut], STACK_STEPS)
         if i is not None:
             cut, reason = i, "nesting"
@@ -199,6 +203,18 @@ def _model(utf8: bytes, end: int) -> tuple[int, str] | None:
         return None
     m = next(islice(_TOKEN.finditer(low), cut, None), None)
     return (m.start() if m is not None else end), reason
+
+
+def _attribute_bound(low: bytes) -> int:
+    """At least as many as the attributes the count in :func:`_attribute_total` can find.
+
+    Every attribute it counts starts right after white space, a ``/`` or a
+    quote of the page (a tag's attributes begin after the white space or
+    ``/`` that ends its name; the next one after a separator, or straight
+    after a quoted value), so those bytes bound them, counted at memchr speed.
+    """
+    return (low.count(b" ") + low.count(b"\t") + low.count(b"\n") + low.count(b"\r") + low.count(b"\f")
+            + low.count(b"/") + low.count(b'"') + low.count(b"'"))
 
 
 def _attribute_total(tokens: list[tuple[bytes, ...]], budget: int) -> int | None:

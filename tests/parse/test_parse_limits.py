@@ -25,15 +25,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lxml import etree
 
 from crawl.parse import ParseConfig
 from crawl.parse.budget import (
+    _ONE,
+    _TOKEN,
     ATTRIBUTE_TOTAL,
     MAX_ATTRIBUTES,
     MAX_DEPTH,
     MAX_TAGS,
     STACK_STEPS,
+    _attribute_bound,
 )
 from crawl.parse.links import ANCHOR_NODES, FACT_ELEMENTS, MAX_WALKED, anchor_text
 from crawl.parse.pages import PageResult, parse_body
@@ -216,3 +221,20 @@ def test_a_link_header_of_angle_brackets_is_read_in_linear_time() -> None:
     headers = HTML + [("Link", "<" * 100_000), ("Link", "</c>; rel=canonical")]
     res = parse_body(PAGE, headers, b"<a href=/x>x</a>")
     assert [r["url"] for r in res.links] == ["http://a.test/c", "http://a.test/x"]
+
+
+_SOUP = st.lists(st.sampled_from([
+    b"<a", b"<div", b"<link", b"</a>", b"</div>", b">", b"/>", b" ", b"\t", b"\n", b"/", b"=", b'"', b"'",
+    b"x", b"href", b"=v", b'="q q"', b"='s'", b"<!--", b"-->", b"<script>", b"</script>", b"<body"]),
+    max_size=300).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SOUP)
+def test_the_attribute_bound_is_never_below_the_attributes_counted(page: bytes) -> None:
+    """The model skips its attribute count when this memchr bound is under the
+    budget (a head of 200,000 ``<link>``), so the bound must hold for any markup."""
+    low = page.lower()
+    tokens = _TOKEN.findall(low)
+    counted = sum(len(_ONE.findall(t[1])) + len(_ONE.findall(t[4])) for t in tokens)
+    assert _attribute_bound(low) >= counted
