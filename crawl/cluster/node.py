@@ -47,9 +47,12 @@ from crawl.canon import host_key
 from crawl.core import Record, Spool, records, replace_file
 from crawl.frontier import Frontier, host_names, merge_host_state, take_hosts
 
-from .shards import HANDOFF_DONE, HANDOFF_OUT, INBOX, OUTBOX, ShardMap, cluster_dir
+from .shards import BRIDGE_STATUS, HANDOFF_DONE, HANDOFF_OUT, INBOX, OUTBOX, ShardMap, cluster_dir
 
 INBOX_BATCH = 512
+NODE_STATUS = "node-status.json"  # D/cluster/: this node idle or not, for the bridge's heartbeat
+STATUS_EVERY = 2.0  # seconds between rewrites of node-status.json when nothing changed
+STATUS_FRESH = 5.0  # a bridge-status.json older than this says nothing about now
 IP_MEMORY = 1 << 16  # host -> IP pairs already reported (forgotten all at once when full)
 
 Admit = Callable[..., dict[str, int]]  # Crawl.admit(recs, now, judged=True)
@@ -115,6 +118,8 @@ class Node:
         self._sweep_epoch: int | None = None  # the map epoch whose strays were all swept
         self._handed: tuple[int, frozenset[int]] | None = None  # (epoch, vshards) done
         self._handoff_count = 0
+        self._said: bool | None = None  # what node-status.json last said, and when
+        self._said_at = 0.0
 
     def close(self) -> None:
         self.outbox.close()
@@ -252,10 +257,42 @@ class Node:
                        for r in recs])
         return put
 
-    def idle(self) -> bool:
+    def spools_empty(self) -> bool:
         """Nothing waits in this node's spools (what it routed left, what came in was admitted)."""
         out, inn = self.outbox.counts(), self.inbox.counts()
         return not (out["queued"] or out["claimed"] or inn["queued"] or inn["claimed"])
+
+    def note_idle(self, idle: bool, now: float | None = None) -> None:
+        """Tell the bridge whether this node has nothing left to do (``node-status.json``,
+        rewritten on a change and every few seconds): it goes into the heartbeat, so the
+        bridge can tell when the whole crawl is idle."""
+        now = time.time() if now is None else now
+        if self._said == idle and now - self._said_at < STATUS_EVERY:
+            return
+        data = orjson.dumps({"idle": idle, "ts": now, "node": self.map.node})
+        replace_file(self.dir / NODE_STATUS, lambda f: f.write(data), sync=False)
+        self._said, self._said_at = idle, now
+
+    def idle(self, now: float | None = None) -> bool:
+        """Whether a run may end for lack of work: this node's spools are empty and the
+        bridge, recently, said the whole crawl is idle (every member idle, no message
+        waiting in the streams) or, if it does not say, that none waits for this node.
+        A node cannot know alone: another may still send it links."""
+        if not self.spools_empty():
+            return False
+        now = time.time() if now is None else now
+        try:
+            st = orjson.loads((self.dir / BRIDGE_STATUS).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return False
+        if not isinstance(st, dict) or now - float(st.get("ts") or 0) > STATUS_FRESH:
+            return False
+        if "cluster_idle" in st:
+            return bool(st["cluster_idle"])
+        m = self.map  # a bridge that does not say: at least every shard has an owner, none waits here
+        if m.epoch < 1 or len(m.owner) < m.v:
+            return False
+        return not sum(int(n) for n in (st.get("lag") or {}).values())
 
     def status(self) -> dict[str, Any]:
         m = self.map

@@ -113,4 +113,6 @@ def _handoff_round(crawl: Crawl) -> dict[str, Any] | None:
     node.refresh()
     done = node.handoff()
     node.sweep()
+    p = crawl.frontier.pending()
+    node.note_idle(not p["queued"] and not p["in_flight"] and not crawl.backlog() and node.spools_empty())
     return done
