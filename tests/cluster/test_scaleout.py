@@ -1,0 +1,208 @@
+"""Issue 20's guarantees end to end: 3 nats-servers, 3 crawl nodes, one test web.
+
+Real processes only: ``crawl cluster init``, ``crawl run --cluster`` (each
+with its bridge child), ``crawl cluster drain``, the test web and its
+request log. The checks come from outside the crawler: the manifest's
+ground truth (what a correct crawl stores, as a single-node crawl of the
+same web does: tests/run/test_run.py), the crawl logs of the three
+directories, and the server's politeness audit over all nodes' requests
+(one web, one log: per host and per IP across nodes).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from conftest import TestWeb, start_testweb
+
+from crawl.canon import host_key
+from crawl.cluster import DevCluster
+from crawl.run import read_log
+
+CRAWL = [sys.executable, "-m", "crawl"]
+DELAY = 0.2
+NODES = ("n1", "n2", "n3")
+FAST = ["--timeout", "2", "--connect-timeout", "2", "--lease", "8s", "--progress", "plain", "--interval", "1s",
+        "--backoff-base", "0.5s", "--backoff-cap", "4s", "--park-for", "3s", "--parse-procs", "0"]
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    # a few hundred hosts on 8 shared addresses (each address's hosts spread over the nodes)
+    with start_testweb(tmp_path_factory.mktemp("scaleweb"), hosts=240, seed=20, pages=3, links=4, mix="plain",
+                       addresses=8) as w:
+        yield w
+
+
+def reachable(web: TestWeb) -> set[str]:
+    """What a correct crawl of this plain web stores: every page reachable from the seeds."""
+    seeds = web.seeds_file.read_text().split()
+    todo, seen, out = list(seeds), set(seeds), set()
+    while todo:
+        url = todo.pop()
+        page = web.pages.get(url)
+        if page is None or page.get("disallowed") or page.get("status") != 200:
+            continue
+        if not str(page.get("content_type", "")).startswith("text/html"):
+            continue
+        out.add(url)
+        if "nofollow" in str(page.get("meta_robots") or ""):
+            continue
+        for link in page.get("links", []):
+            if "nofollow" not in link.get("rel", []) and link["url"] not in seen:
+                seen.add(link["url"])
+                todo.append(link["url"])
+    return out
+
+
+def init(cluster: DevCluster, name: str) -> None:
+    res = subprocess.run([*CRAWL, "cluster", "init", "--servers", cluster.servers_arg, "--crawl", name,
+                          "--vshards", "64", "--replicas", str(len(cluster.servers)), "--ttl", "4s",
+                          "--grace", "8s", "--ack-wait", "20s"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+
+
+def start_node(web: TestWeb, cluster: DevCluster, name: str, root: Path, node: str,
+               *extra: str) -> subprocess.Popen[bytes]:
+    d = root / node
+    log = (root / f"{node}.err").open("ab")
+    return subprocess.Popen([*CRAWL, "run", "--dir", str(d), "--cluster", cluster.servers_arg, "--crawl", name,
+                             "--node", node, "--seeds", str(web.seeds_file), "--resolve-file", str(web.hosts_file),
+                             "--allow-private", "--scope", "any", "--delay", str(DELAY), "--per-ip", "4",
+                             "--idle-exit", "10m", *FAST, *extra],
+                            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+
+
+def jload(path: Path) -> dict[str, Any]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def stream_messages(cluster: DevCluster, name: str) -> int | None:
+    res = subprocess.run([*CRAWL, "cluster", "status", "--servers", cluster.servers_arg, "--crawl", name, "--json"],
+                         capture_output=True, text=True, timeout=60)
+    try:
+        st = orjson.loads(res.stdout)
+    except orjson.JSONDecodeError:
+        return None
+    if any("error" in s for s in st.get("streams", [])) or not st.get("streams"):
+        return None
+    return sum(int(s.get("messages") or 0) for s in st["streams"])
+
+
+def quiet(root: Path, nodes: list[str], cluster: DevCluster, name: str) -> bool:
+    """The whole crawl has nothing left: every node's frontier, fetch backlog and spools
+    are empty and the streams hold no message (checked twice, a few seconds apart)."""
+    for node in nodes:
+        st, br = jload(root / node / "run-status.json"), jload(root / node / "cluster" / "bridge-status.json")
+        if not st or not br or time.time() - float(br.get("ts") or 0) > 5:
+            return False
+        if st.get("queued") or st.get("in_flight") or st.get("unparsed"):
+            return False
+        if any((br.get(k) or {}).get(x) for k in ("outbox", "inbox") for x in ("queued", "claimed")):
+            return False
+    return stream_messages(cluster, name) == 0
+
+
+def finish(procs: dict[str, subprocess.Popen[bytes]], root: Path, cluster: DevCluster, name: str,
+           timeout: float = 240) -> None:
+    """Wait until the crawl is over everywhere (or the nodes end by themselves), then
+    SIGTERM what still runs; every node must exit 0."""
+    end, calm = time.time() + timeout, 0
+    live = [n for n, p in procs.items() if p.poll() is None]
+    while live and time.time() < end:
+        calm = calm + 1 if quiet(root, live, cluster, name) else 0
+        if calm >= 2:
+            break
+        time.sleep(2.0)
+        live = [n for n, p in procs.items() if p.poll() is None]
+    else:
+        if live:
+            for p in procs.values():
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+            raise AssertionError("the crawl did not end: " + "; ".join(
+                f"{n}: {(root / f'{n}.err').read_text()[-1500:]}" for n in live))
+    for p in procs.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for node, p in procs.items():
+        p.wait(60)
+        assert p.returncode == 0, (root / f"{node}.err").read_text()[-3000:]
+
+
+def stored(d: Path) -> Counter[str]:
+    return Counter(e["url"] for e in read_log(d / "log") if e.get("outcome") in ("ok", "not-modified"))
+
+
+def audit(web: TestWeb, since: int) -> dict[str, Any]:
+    log = web.dir / f"audit-{since}.log"
+    log.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in web.requests(since)))
+    res = subprocess.run([*CRAWL, "testweb", "audit", str(web.dir), "--log", str(log), "--delay", str(DELAY),
+                          "--per-ip", "4", "--agent", "crawl", "--json"], capture_output=True, text=True,
+                         timeout=120)
+    lines = [orjson.loads(x) for x in res.stdout.splitlines() if x.strip()]
+    return {"rc": res.returncode, "violations": [x for x in lines if x.get("kind") == "violation"],
+            "summary": lines[-1] if lines else {}}
+
+
+def assert_polite(web: TestWeb, since: int) -> None:
+    a = audit(web, since)
+    assert a["violations"] == [], a["violations"][:10]
+    assert a["rc"] == 0 and a["summary"].get("requests", 0) > 0, a
+
+
+def routed(d: Path) -> int:
+    st = orjson.loads((d / "run-status.json").read_bytes()) if (d / "run-status.json").exists() else {}
+    return int((st.get("counts") or {}).get("links/routed", 0))
+
+
+def until(what: Callable[[], bool], timeout: float, why: str) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if what():
+            return
+        time.sleep(0.2)
+    raise AssertionError(why)
+
+
+def pages_stored(d: Path) -> int:
+    return sum(stored(d).values()) if (d / "log").exists() else 0
+
+
+def test_three_nodes_crawl_what_one_would_politely(web: TestWeb, cluster3: DevCluster, crawl_name: str,
+                                                   tmp_path: Path) -> None:
+    want = reachable(web)
+    assert len(want) > 500
+    init(cluster3, crawl_name)
+    mark = len(web.requests())
+    procs = {n: start_node(web, cluster3, crawl_name, tmp_path, n) for n in NODES}
+    finish(procs, tmp_path, cluster3, crawl_name)
+    per_node = {n: stored(tmp_path / n) for n in NODES}
+    got = Counter[str]()
+    for c in per_node.values():
+        got.update(c)
+    assert set(got) == want, (sorted(want - set(got))[:5], sorted(set(got) - want)[:5])
+    assert all(per_node[n] for n in NODES)  # every node crawled a share
+    # each host was fetched by one node only: its shard's owner
+    owners: dict[str, set[str]] = {}
+    for n, c in per_node.items():
+        for url in c:
+            owners.setdefault(host_key(url), set()).add(n)
+    assert all(len(v) == 1 for v in owners.values()), [h for h, v in owners.items() if len(v) > 1][:5]
+    assert sum(got.values()) - len(got) <= 16  # a page stored twice only around a handoff
+    assert all(routed(tmp_path / n) > 0 for n in NODES)  # links really crossed between nodes
+    assert_polite(web, mark)
