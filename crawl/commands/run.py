@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,17 @@ import click
 
 from crawl.core import BadRecord, CrawlDir, ExitStatus, Report, UsageError, records
 from crawl.parse import ParseConfig
-from crawl.run import MODES, Budgets, Crawl, RunOptions, Scope, make_display, run_crawl, summary
+from crawl.run import (
+    CYCLE_MODES,
+    MODES,
+    Budgets,
+    Crawl,
+    RunOptions,
+    Scope,
+    make_display,
+    run_crawl,
+    summary,
+)
 
 from ._cluster import cluster_run_options, cluster_settings
 from ._common import dir_option
@@ -58,10 +69,20 @@ def default_parse_procs() -> int:
               help="File of seed URLs (one per line, or URL records).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="TOML file of settings named like the long flags; flags win over it.")
-@click.option("--max-pages", type=click.IntRange(min=0), default=0, help="Stop leasing after N pages are stored (0: no limit).")
-@click.option("--max-per-host", type=click.IntRange(min=0), default=0, help="Admit at most N URLs per host (0: no limit).")
+@click.option("--max-pages", type=click.IntRange(min=0), default=0,
+              help="Stop once this run has stored N pages (200, 304; never more: leases are counted "
+                   "against it). Per run: earlier runs in --dir do not count (0: no limit).")
+@click.option("--max-per-host", type=click.IntRange(min=0), default=0,
+              help="Admit at most N distinct URLs per host over the crawl dir's life; re-visits in "
+                   "later cycles do not count again (0: no limit).")
 @click.option("--max-depth", type=click.IntRange(min=0), default=None, help="Do not follow links deeper than N hops from a seed.")
-@click.option("--duration", type=DURATION, default=0.0, help="Stop leasing after this long (e.g. 60s, 30m, 2h).")
+@click.option("--duration", type=DURATION, default=0.0,
+              help="Stop leasing after this long (e.g. 60s, 30m, 2h); fetches still in flight get "
+                   "the same few seconds as after Ctrl-C.")
+@click.option("--cycle", type=click.Choice(CYCLE_MODES), default="auto", show_default=True,
+              help="auto: a run given seeds starts a new cycle once the previous one has finished "
+                   "(seeds fetched again, pages the freshness model says are due re-visited with "
+                   "conditional requests); new: start one now; continue: never.")
 @click.option("--idle-exit", type=DURATION, default=60.0, show_default=True,
               help="End when nothing has been due for this long (the rest stays queued).")
 @click.option("--scope", type=click.Choice(MODES), default="domain", show_default=True,
@@ -145,7 +166,7 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         parse=ParseConfig(agent=fetch_cfg.agent_token), lease_seconds=kw["lease"],
         parse_procs=default_parse_procs() if kw["parse_procs"] is None else kw["parse_procs"],
         recrawl=kw["recrawl"], recrawl_share=kw["recrawl_share"],
-        recrawl_budget=kw["recrawl_budget"], **net,
+        recrawl_budget=kw["recrawl_budget"], cycle=kw["cycle"], **net,
     )
     for key, value in cluster_settings(kw).items():  # --cluster: one node of a shared crawl
         setattr(opts, key, value)
@@ -157,8 +178,9 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     try:
         for line in crawl.check_last_files():  # a WARC file cut short since: its pages go back
             report.warn(line)
-        _remember_seeds(crawl, urls)
-        if not urls and crawl.finished() and not crawl.stopping and not opts.cluster:
+        reseed = _cycle(crawl, urls, report)
+        _remember_seeds(crawl, urls, reseed)
+        if not urls and not reseed and crawl.finished() and not crawl.stopping and not opts.cluster:
             raise UsageError("nothing to crawl: give seed URLs (arguments or --seeds FILE)")
         import trio
 
@@ -204,11 +226,32 @@ def _check_seeds(found: list[tuple[str, str]], report: Report) -> list[str]:
     return out
 
 
-def _remember_seeds(crawl: Crawl, urls: list[str]) -> None:
+def _cycle(crawl: Crawl, urls: list[str], report: Report) -> bool:
+    """Start a new cycle if this run should (``--cycle``), and say what happens
+    either way; True when the seeds are to be admitted again (seen or not)."""
+    if crawl.stopping:
+        return False
+    if not crawl.wants_new_cycle(bool(urls)):
+        if urls and crawl.opts.cycle == "auto" and len(crawl.seen):
+            p = crawl.frontier.pending()
+            report.warn(f"continuing the current cycle ({p['queued']:,} URLs queued, {p['in_flight']:,} "
+                        f"leased, {crawl.backlog():,} fetched and not parsed yet); a new one starts "
+                        "on the first run after it has finished")
+        return False
+    got = crawl.start_cycle(time.time())
+    report.warn(f"cycle {got['cycle']} starts: the seeds are fetched again and {got['due']:,} URL(s) "
+                "the freshness model says are due are queued (conditional requests: an unchanged "
+                "page costs a 304)")
+    return True
+
+
+def _remember_seeds(crawl: Crawl, urls: list[str], reseed: bool = False) -> None:
     """Seeds define the scope on every run, so they are kept in the crawl dir.
 
     They are admitted in chunks, so a signal during a long seed list stops it
     within a chunk; the next run admits the rest (admission is idempotent).
+    ``reseed`` (a new cycle) admits them even though they were seen before,
+    the kept ones too when the run was given none (``--cycle new``).
     """
     path = crawl.cdir.root / "seeds.txt"
     old = path.read_text().split() if path.exists() else []
@@ -217,10 +260,12 @@ def _remember_seeds(crawl: Crawl, urls: list[str]) -> None:
         with path.open("a") as f:
             f.write("".join(u + "\n" for u in new))
     crawl.opts.scope.add_seeds(old)
+    if reseed and not urls:
+        urls = old
     for lo in range(0, len(urls), _SEED_CHUNK):
         if crawl.stopping:
             break
-        crawl.seed(urls[lo:lo + _SEED_CHUNK])
+        crawl.seed(urls[lo:lo + _SEED_CHUNK], reseed=reseed)
 
 
 _SEED_CHUNK = 10_000

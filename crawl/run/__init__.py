@@ -13,6 +13,7 @@ run decided with (scope, politeness), so ``crawl why`` can name its rules.
 from .check import CheckReport as CheckReport
 from .check import check_dir as check_dir
 from .check import check_ndjson as check_ndjson
+from .crawl import CYCLE_MODES as CYCLE_MODES
 from .crawl import Budgets as Budgets
 from .crawl import Crawl as Crawl
 from .crawl import RunOptions as RunOptions

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -64,16 +65,28 @@ from .scope import Scope
 from .stats import RUN_STATUS
 
 FAILURES = frozenset({"timeout", "connect-error", "dns-error", "protocol-error", "http-error"})
+_DUE_CHUNK = 10_000  # URLs the freshness model hands over per transaction at a cycle's start
 
 
 @dataclass
 class Budgets:
-    """When a run stops by itself. 0 / None means no limit."""
+    """When a run stops by itself. 0 / None means no limit.
 
-    max_pages: int = 0  # fetched pages (outcome ok or not-modified); leasing stops there
-    max_per_host: int = 0  # URLs admitted per host
+    Budgets are per run: ``max_pages`` counts the pages *this* run fetched and
+    ``duration`` runs from its start, so the same cron line crawls again every
+    night however much the crawl directory holds. ``max_per_host`` is not a
+    run's budget but a bound on the crawl directory (traps, huge sites): the
+    distinct URLs of a host ever admitted; a new cycle's re-visits of them
+    do not count again.
+    """
+
+    max_pages: int = 0  # pages this run fetched (outcome ok or not-modified); leasing stops there
+    max_per_host: int = 0  # distinct URLs admitted per host, over the crawl directory's life
     duration: float = 0.0  # seconds of wall time for this run
     idle_exit: float = 60.0  # end when nothing is due for this long (work stays queued)
+
+
+CYCLE_MODES = ("auto", "new", "continue")
 
 
 @dataclass
@@ -94,6 +107,9 @@ class RunOptions:
     recrawl: bool = False  # run continuously, re-admitting pages the freshness model says are due
     recrawl_share: float = 0.5  # fraction of lease capacity reserved for re-crawl when both wait
     recrawl_budget: float = 0.0  # re-crawl fetches per second (0: share x --batch per second)
+    # "auto": a run given seeds starts a new cycle once the previous one has
+    # finished (nothing queued, leased or unparsed); "new": always; "continue": never
+    cycle: str = "auto"
     # Fetched pages waiting for the parse side before leasing pauses. Without
     # a bound, a fetch side faster than parsing piles up work: links reach the
     # frontier late, and a --duration run overran by the whole pile (measured:
@@ -109,10 +125,11 @@ class RunOptions:
 class Progress:
     """Counters the loop updates and the progress display reads."""
 
-    def __init__(self, start_pages: int = 0) -> None:
+    def __init__(self, pages_before: int = 0) -> None:
         self.started = time.time()
         self.counts: dict[str, int] = {}
-        self.pages = start_pages  # across resumed runs (from the run state)
+        self.pages = 0  # pages this run fetched: what --max-pages counts
+        self.pages_before = pages_before  # the crawl directory's earlier runs (from the run state)
         self.bytes = 0
         self.window: list[tuple[float, int]] = [(self.started, 0)]
         self.results = 0
@@ -161,6 +178,10 @@ class Crawl:
         self.last_warc_files: list[str] = orjson.loads(raw) if raw else []  # the previous run's
         self.warc_files: set[str] = set()  # this run's
         self.stopping = ""  # why leasing stopped ("" while running)
+        # leases this run handed out whose results have not come back: --max-pages
+        # leases no more than the budget left after them (exact, never overshot)
+        self.outstanding = 0
+        self._outstanding_lock = threading.Lock()
         self.fetch_done = False
         self.deadline = time.time() + opts.budgets.duration if opts.budgets.duration else math.inf
         self.last_lease = time.time()
@@ -197,8 +218,14 @@ class Crawl:
 
         return check_tails(self.cdir, self.frontier, self.last_warc_files, time.time())
 
-    def admit(self, recs: list[Record], now: float, *, judged: bool = False) -> dict[str, int]:
-        """Put new, in-scope URLs into the frontier; then mark them seen."""
+    def admit(self, recs: list[Record], now: float, reseed: bool = False, *, judged: bool = False) -> dict[str, int]:
+        """Put new, in-scope URLs into the frontier; then mark them seen.
+
+        ``reseed``: the seeds of a new cycle. They pass even when seen (the
+        seen set is the crawl's memory of every URL, and would keep a seed
+        out of every cycle after the first); the frontier, in its new cycle,
+        takes them again, and the host cap counts only URLs never seen.
+        """
         counts = {"in": len(recs), "out_of_scope": 0, "host_cap": 0, "seen": 0, "added": 0, "rejected": 0}
         fresh: list[Record] = []
         fps: list[int] = []
@@ -231,6 +258,11 @@ class Crawl:
         cap = self.opts.budgets.max_per_host
         if cap and new:
             new = self._host_cap(new, counts)
+        if reseed:
+            again = [(r, fp) for r, fp, k in zip(fresh, fps, known, strict=True) if k]
+            counts["seen"] -= len(again)
+            counts["again"] = len(again)
+            new += again
         if new:
             got = self.frontier.add([r for r, _ in new], now)
             counts["added"] += got.get("added", 0)
@@ -258,10 +290,42 @@ class Crawl:
                 txn.put(host, str(n).encode(), db=self.hostcap)
         return kept
 
-    def seed(self, urls: list[str]) -> dict[str, int]:
+    def seed(self, urls: list[str], reseed: bool = False) -> dict[str, int]:
         recs = [records.make("url", url=u, depth=0, priority=0, reason="seed") for u in urls]
         self.opts.scope.add_seeds(urls)
-        return self.admit(recs, time.time())
+        return self.admit(recs, time.time(), reseed=reseed)
+
+    # -- cycles: crawling again tomorrow --------------------------------------
+
+    def wants_new_cycle(self, have_seeds: bool) -> bool:
+        """Whether this run starts a new cycle (``RunOptions.cycle``).
+
+        ``auto`` starts one when seeds are given and the previous cycle has
+        finished: nothing queued, nothing leased (a killed run's leases
+        too: that run is resumed, not restarted) and nothing fetched left
+        unparsed; and there was a previous cycle (the seen set holds URLs).
+        """
+        mode = self.opts.cycle
+        if mode == "new":
+            return True
+        if mode == "continue" or not have_seeds:
+            return False
+        return len(self.seen) > 0 and self.finished()
+
+    def start_cycle(self, now: float) -> dict[str, int]:
+        """A new cycle: URLs done in earlier cycles may be queued again, and what
+        the freshness model says is due (pings, sitemap hints, the model's own
+        schedule) is queued now, with its validators, so an unchanged page
+        costs a 304. The caller then admits the seeds with ``reseed``."""
+        cycle = self.frontier.new_cycle()
+        due = 0
+        while True:  # every due URL, a chunk per transaction
+            got = enqueue_due(self.recrawler, self.frontier, now, _DUE_CHUNK)
+            due += got.get("added", 0)
+            if got.get("emitted", 0) < _DUE_CHUNK:
+                break
+        self.progress.add("cycle/due_enqueued", due)
+        return {"cycle": cycle, "due": due}
 
     # -- the fetch side: leases in, results out ------------------------------
 
@@ -272,9 +336,19 @@ class Crawl:
             now = time.time()
             if self.node is not None:
                 self.node.refresh()  # the map, once per round
-            if b.max_pages and self.progress.pages >= b.max_pages:
-                self.stopping = "max-pages"
-                break
+            n = size
+            if b.max_pages:
+                # Exact: lease no more than the pages still missing once every
+                # outstanding lease comes back a page. A lease that ends in no
+                # page (an error, a redirect, a deferral) frees its share again.
+                left = b.max_pages - self.progress.pages - self.outstanding
+                if self.progress.pages >= b.max_pages:
+                    self.stopping = "max-pages"
+                    break
+                if left <= 0:
+                    time.sleep(0.02)  # the budget is all in flight: wait for results
+                    continue
+                n = min(size, left)
             if now >= self.deadline:
                 self.stopping = "duration"
                 break
@@ -284,9 +358,11 @@ class Crawl:
                 continue
             if self.opts.recrawl and now >= self.next_recrawl:
                 self._enqueue_recrawl(now, size)
-            leases = self.frontier.next(size, self.opts.lease_seconds, now)
+            leases = self.frontier.next(n, self.opts.lease_seconds, now)
             if leases:
                 self.last_lease = now
+                with self._outstanding_lock:
+                    self.outstanding += len(leases)
                 yield Batch(leases)
                 continue
             if self.finished() and not self.opts.recrawl and self.node is None:  # (shared: idle only)
@@ -356,10 +432,13 @@ class Crawl:
                 self.progress.add("stored/html" if html else "stored/other")
         self.progress.results += len(recs)
         self.progress.pages += pages
+        with self._outstanding_lock:
+            self.outstanding = max(0, self.outstanding - len(recs))
         files = {r["warc"].get("file") for r in recs if isinstance(r.get("warc"), dict)}
         new = {f for f in files if isinstance(f, str)} - self.warc_files
         with self.state.begin(write=True) as txn:
-            txn.put(b"pages", str(self.progress.pages).encode(), db=self.meta)
+            # the crawl directory's lifetime total (crawl stats: pages in this crawl dir)
+            txn.put(b"pages", str(self.progress.pages_before + self.progress.pages).encode(), db=self.meta)
             if new:  # what the next run checks when it resumes
                 self.warc_files |= new
                 txn.put(b"warc-files", orjson.dumps(sorted(self.warc_files)), db=self.meta)
@@ -451,7 +530,8 @@ class Crawl:
         return records.make(
             "stats", command="run", ts=now, elapsed=round(elapsed, 1), rate=round(p.rate(now), 1),
             avg_rate=round(p.results / elapsed, 1) if elapsed > 0 else 0.0,
-            fetched=p.results, pages=p.pages, queued=fr["queued"], hosts=fr["hosts"],
+            fetched=p.results, pages=p.pages, pages_total=p.pages_before + p.pages, cycle=fr.get("cycle"),
+            queued=fr["queued"], hosts=fr["hosts"],
             hosts_ready=fr["hosts_ready"], in_flight=fr["in_flight"], backlog=fr["backlog"],
             unparsed=self.backlog(), parse_wait=round(p.backpressure, 1),
             error_rate=round(failed / total, 4) if total else 0.0, bytes=p.bytes,

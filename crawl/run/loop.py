@@ -9,6 +9,7 @@ Ctrl-C/SIGTERM into "no new leases, finish in-flight work, commit".
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import threading
@@ -46,7 +47,7 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
                 crawl.stopping = f"signal {signal.Signals(signum).name}"
                 report.warn(f"{signal.Signals(signum).name}: no new leases; finishing in-flight "
                             f"fetches (up to {crawl.opts.grace:.0f} s; again to stop now)")
-                cancel.deadline = trio.current_time() + crawl.opts.grace
+                cancel.deadline = min(cancel.deadline, trio.current_time() + crawl.opts.grace)
 
     async def show() -> None:
         while True:
@@ -71,6 +72,12 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
         async with trio.open_nursery() as outer:
             outer.start_soon(show)
             fetch_scope = trio.CancelScope()
+            if crawl.deadline != math.inf:
+                # --duration: leasing stops at the deadline, and fetches still in
+                # flight get the grace a signal gives them, not the fetch timeout
+                # (a 20 s run waited 30 s for a slow host's last fetch)
+                left = max(0.0, crawl.deadline - time.time())
+                fetch_scope.deadline = trio.current_time() + left + opts.grace
             outer.start_soon(watch_signals, fetch_scope)
             if crawl.node is not None:  # a shared crawl: the bridge child, handoffs
                 outer.start_soon(cluster_tasks, crawl, report)

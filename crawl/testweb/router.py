@@ -73,6 +73,13 @@ def not_found(what: str = "page") -> Response:
                     f"<!DOCTYPE html><html><body><h1>404</h1><p>No such {what}.</p></body></html>\n".encode())
 
 
+def _with_latest(body: bytes, version: int, n: int) -> bytes:
+    """A home page with links to the articles of its newest ``n`` revisions (``--news``)."""
+    items = "".join(f'<li><a href="/latest/{v}.html">news {v}</a></li>'
+                    for v in range(max(0, version - n + 1), version + 1))
+    return body.replace(b"</article>", f'<ul class="latest">{items}</ul></article>'.encode(), 1)
+
+
 def redirect(status: int, location: str) -> Response:
     return Response(status, [("Location", location), ("Content-Type", HTML)],
                     f'<html><body><a href="{location}">moved</a></body></html>\n'.encode())
@@ -117,6 +124,8 @@ class Router:
             return _ok(content.sitemap_pages(web, i, now), "application/xml")
         if path == "/sitemap-files.xml":
             return _ok(content.sitemap_files(web, i), "application/xml")
+        if web.config.news and path.startswith("/latest/"):
+            return self._latest(i, path, now)
         k = web.page_index(path)
         if k is not None:
             variant = ""
@@ -167,6 +176,8 @@ class Router:
             etag = f'"{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"'
             validators = [("ETag", etag), ("Last-Modified", content.http_date(last_modified))]
             body = content.page_html(web, i, k, version, variant)
+            if web.config.news and k == 0 and spec.change_period is not None:
+                body = _with_latest(body, version, web.config.news)
             if self._cached_bytes + len(body) > CACHE_BYTES:  # a bound on memory, not an LRU:
                 self._pages.clear()  # cheap, and a crawl rarely comes back to a page anyway
                 self._cached_bytes = 0
@@ -184,6 +195,16 @@ class Router:
             if when is not None and when >= last_modified:
                 return Response(304, validators)
         return resp
+
+    def _latest(self, i: int, path: str, now: float) -> Response:
+        """``/latest/<revision>.html`` (``--news``): the article a home page's
+        revision brought, there from that revision on."""
+        m = re.fullmatch(r"/latest/(\d+)\.html", path)
+        home = self.web.page(i, 0)
+        if not m or home.change_period is None or int(m.group(1)) > self.web.version(home, now)[0]:
+            return not_found()
+        rev = int(m.group(1))
+        return _ok(content.simple_html(f"Latest news, revision {rev}", [("/", "home")], ("latest", i, rev)))
 
     # -- behaviours ----------------------------------------------------------
     def _near_dups(self, i: int, req: Request, path: str, query: str) -> Response | None:

@@ -58,7 +58,8 @@ def test_the_summary_says_what_it_counts_and_where_the_results_are(small_crawl: 
     assert warcs and any(x.name.endswith(".cdxj") for x in (d / "warc").iterdir())
     assert f"WARC files: {len(warcs)} in {d / 'warc'}" in err  # the .cdxj sidecars are not counted
     assert f"index: {d / 'warc' / 'index.cdxj'}" in err and f"crawl log: {d / 'log'}" in err
-    assert re.search(r"pages stored \(200, 304\) +\d+", err)
+    assert re.search(r"pages this run \(200, 304\) +\d+", err)
+    assert re.search(r"pages in this crawl dir +\d+", err)
     assert re.search(r"HTML / other types +\d+ / \d+", err)
     assert "site errors (HTTP 4xx/5xx)" in err and "network errors (timeouts, refused, DNS)" in err
     assert err.count("crawl run: summary") == 1
@@ -71,7 +72,8 @@ def test_stats_for_people_and_json_for_machines(small_crawl: dict[str, Any]) -> 
     labels = {line.split("│")[2].strip() for line in p.stdout.splitlines() if line.count("│") == 4}
     for raw in ("ts", "kind", "v", "mu", "pages_left", "error_rate", "avg_rate"):
         assert raw not in labels, raw
-    assert {"updated", "pages stored (200, 304)", "URLs seen", "files"} <= labels
+    assert {"updated", "pages this run (200, 304)", "pages in this crawl dir", "URLs seen",
+            "files"} <= labels
     assert " UTC " in p.stdout and not re.search(r"\b1[0-9]{9}\.\d+", p.stdout)
     st = orjson.loads(subprocess.run([*CRAWL, "stats", "--dir", str(d), "--json"], capture_output=True,
                                      timeout=60).stdout)
