@@ -6,6 +6,10 @@ crawl process's side (routing links, admitting the inbox, the lease filter,
 handing shards over).
 """
 
+from .kv import ClusterConfig as ClusterConfig
+from .kv import check_name as check_name
+from .kv import drain_node as drain_node
+from .kv import init_cluster as init_cluster
 from .node import Node as Node
 from .node import node_id as node_id
 from .node import route_records as route_records
@@ -23,3 +27,16 @@ from .shards import ShardMap as ShardMap
 from .shards import cluster_dir as cluster_dir
 from .shards import vshard as vshard
 from .shards import vshard_of_url as vshard_of_url
+from .status import cluster_status as cluster_status
+from .status import render_status as render_status
+
+
+def run_bridge(servers: str, crawl: str, node: str, crawl_dir: str, **opts: object) -> int:
+    """Run the asyncio bridge process (``crawl cluster bridge``) until SIGTERM.
+
+    Imported here lazily: the bridge needs nats-py, which must never load
+    into the trio crawl process.
+    """
+    from .bridge import run_bridge as run
+
+    return run(servers, crawl, node, crawl_dir, **opts)

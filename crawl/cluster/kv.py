@@ -112,6 +112,7 @@ class ClusterConfig:
     ttl: float = 10.0
     grace: float = 60.0
     ack_wait: float = 60.0
+    expect: int = 0  # members the first map waits for (up to the grace), 0: whoever is there
 
     def ranges(self) -> list[range]:
         return stream_ranges(self.v, self.streams)
@@ -220,6 +221,18 @@ async def connect(servers: str | list[str], *, name: str = "crawl", timeout: flo
                          "is it running? (crawl cluster dev, or check --servers)") from None
 
 
+async def _keys(js: Any, bucket: str) -> list[str]:
+    """The keys a bucket holds now, from one stream-info call.
+
+    ``KeyValue.keys()`` creates a consumer per call; called every half second by
+    every bridge, those pile up until the server refuses more (error 10026).
+    Deleted keys may still be listed (their tombstone): the reader skips them.
+    """
+    pre = f"$KV.{bucket}."
+    info = await js.stream_info(f"KV_{bucket}", subjects_filter=pre + ">")
+    return [s[len(pre):] for s in (info.state.subjects or {})]
+
+
 class Cluster:
     """Handles on one crawl's streams and buckets (after ``crawl cluster init``)."""
 
@@ -233,7 +246,7 @@ class Cluster:
         self.kv_ip: Any = None
 
     # -- creation -------------------------------------------------------------------
-    async def init(self, config: ClusterConfig) -> bool:
+    async def init(self, config: ClusterConfig, *, v_given: bool = True) -> bool:
         """Create streams, buckets and the empty map; False when the crawl existed already
         (with the same V: then nothing changes; another V is refused)."""
         from nats.js import api
@@ -249,7 +262,7 @@ class Cluster:
             created = True
         except KeyWrongLastSequenceError:
             old = ClusterConfig.from_json((await self.kv_map.get(CONFIG_KEY)).value)
-            if old.v != config.v:
+            if old.v != config.v and v_given:
                 raise UsageError(f"crawl {self.crawl!r} exists with {old.v} vshards, not {config.v}: "
                                  "a crawl's vshard count is fixed when it is created") from None
             config, created = old, False
@@ -305,19 +318,15 @@ class Cluster:
 
     async def leaving(self) -> set[str]:
         """Nodes an operator asked to drain (``crawl cluster drain``)."""
-        from nats.js.errors import NoKeysError
+        from nats.js.errors import KeyNotFoundError
 
-        try:
-            keys = await self.kv_map.keys()
-        except NoKeysError:
-            return set()
         out = set()
-        for k in keys:
+        for k in await _keys(self.js, map_bucket(self.crawl)):
             if not k.startswith(DRAIN_PREFIX):
                 continue
             try:
                 entry = await self.kv_map.get(k)
-            except Exception:  # deleted between the listing and the read
+            except KeyNotFoundError:  # deleted (a tombstone) or gone since the listing
                 continue
             if entry.value:
                 out.add(k[len(DRAIN_PREFIX):])
@@ -340,14 +349,10 @@ class Cluster:
 
     async def members(self) -> dict[str, dict[str, Any]]:
         """Every node whose heartbeat has not expired: node -> its last heartbeat."""
-        from nats.js.errors import KeyNotFoundError, NoKeysError
+        from nats.js.errors import KeyNotFoundError
 
-        try:
-            keys = await self.kv_members.keys()
-        except NoKeysError:
-            return {}
         out = {}
-        for k in keys:
+        for k in await _keys(self.js, members_bucket(self.crawl)):
             try:
                 entry = await self.kv_members.get(k)
             except KeyNotFoundError:  # expired between the listing and the read
@@ -396,14 +401,10 @@ class Cluster:
         return changed
 
     async def ip_registry(self) -> dict[str, list[int]]:
-        from nats.js.errors import KeyNotFoundError, NoKeysError
+        from nats.js.errors import KeyNotFoundError
 
-        try:
-            keys = await self.kv_ip.keys()
-        except NoKeysError:
-            return {}
         out = {}
-        for k in keys:
+        for k in await _keys(self.js, ip_bucket(self.crawl)):
             try:
                 data = orjson.loads((await self.kv_ip.get(k)).value)
             except KeyNotFoundError:
@@ -415,9 +416,15 @@ class Cluster:
 class Planner:
     """One node's view of who is absent since when, and the CAS loop around :func:`plan`."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, settle: float | None = None) -> None:
         self.cluster = cluster
         self.absent_since: dict[str, float] = {}
+        # A new crawl's first map waits until the members stopped changing for a
+        # moment: nodes started together then get their shards directly instead
+        # of the first one taking all and handing most of them over.
+        self.settle = settle
+        self._seen: tuple[frozenset[str], float] | None = None
+        self._first: float | None = None
 
     async def step(self, now: float | None = None) -> tuple[dict[str, Any], int, bool]:
         """Read members and map, plan, CAS if needed: (map, revision, whether this node wrote it)."""
@@ -432,6 +439,17 @@ class Planner:
         for n in list(self.absent_since):
             if n in alive or n not in owners:
                 del self.absent_since[n]
+        settle = self.cluster.config.ttl / 3 if self.settle is None else self.settle
+        if self._seen is None or self._seen[0] != frozenset(alive):
+            self._seen = (frozenset(alive), now)
+        if not cur.get("owner"):
+            if now - self._seen[1] < settle:
+                return cur, rev, False
+            if self._first is None and alive:
+                self._first = now
+            waited = now - (self._first or now)
+            if len(alive) < self.cluster.config.expect and waited < self.cluster.config.grace:
+                return cur, rev, False
         new = plan(cur, alive, leaving & alive, self.absent_since, now, self.cluster.config.grace)
         if new is None:
             return cur, rev, False
@@ -440,3 +458,49 @@ class Planner:
             return cur, rev, True
         cur, rev = await self.cluster.read_map()
         return cur, rev, False
+
+
+# -- what the commands run ----------------------------------------------------------------
+
+async def init_cluster(servers: str, config: ClusterConfig,
+                       v_given: bool = True) -> tuple[bool, ClusterConfig]:
+    """``crawl cluster init``: (whether it was created now, the crawl's config)."""
+    nc = await connect(servers, reconnect=False)
+    try:
+        cl = Cluster(nc, config.crawl)
+        created = await cl.init(config, v_given=v_given)
+        assert cl.config is not None
+        return created, cl.config
+    finally:
+        await nc.close()
+
+
+async def drain_node(servers: str, crawl: str, node: str, *, undo: bool = False, wait: bool = True,
+                     timeout: float = 600.0, progress: Any = None) -> int:
+    """``crawl cluster drain``: mark ``node`` leaving; with ``wait``, until it owns nothing.
+
+    Returns how many shards it still owns.
+    """
+    nc = await connect(servers, reconnect=False)
+    try:
+        cl = Cluster(nc, crawl)
+        await cl.open()
+        if node not in await cl.members() and not undo:
+            cur, _ = await cl.read_map()
+            if node not in set(cur.get("owner", {}).values()):
+                raise UsageError(f"node {node!r} is not a member of crawl {crawl!r} and owns no shard "
+                                 "(see crawl cluster status)")
+        await cl.set_drain(node, not undo)
+        deadline = time.monotonic() + timeout
+        last = -1
+        while True:
+            cur, _ = await cl.read_map()
+            left = sum(1 for n in cur.get("owner", {}).values() if n == node)
+            if not wait or left == 0 or time.monotonic() > deadline:
+                return left
+            if left != last and progress is not None:
+                progress(left)
+            last = left
+            await asyncio.sleep(0.5)
+    finally:
+        await nc.close()

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "index": ("index", "Build or query the CDXJ index of the WARC files."),
     "check": ("check", "Verify a crawl directory and repair what can be repaired (an fsck)."),
     "spool": ("spool", "Inspect and feed durable spools (LMDB queues between stages)."),
+    "cluster": ("cluster", "Share one crawl between nodes over NATS JetStream (dev, init, status, drain)."),
     "testweb": ("testweb", "Serve the bundled synthetic web on loopback and audit politeness."),
 }
 

@@ -88,11 +88,11 @@ def test_rendezvous_moves_only_what_it_must() -> None:
 
 def test_silent_node_loses_its_shards_after_ttl_and_grace(cluster3: DevCluster, crawl_name: str) -> None:
     async def go() -> None:
-        cl = await _open(cluster3, crawl_name, v=32, ttl=1.5, grace=1.0)
+        cl = await _open(cluster3, crawl_name, v=32, ttl=3, grace=1.0)
         try:
             await cl.heartbeat("a", {})
             await cl.heartbeat("b", {})
-            planner = Planner(cl)
+            planner = Planner(cl, settle=0)
             m, _, wrote = await planner.step()
             assert wrote and set(m["owner"].values()) == {"a", "b"} and len(m["owner"]) == 32
             a_shards = {v for v, n in m["owner"].items() if n == "a"}
@@ -123,7 +123,7 @@ def test_restarted_node_within_grace_keeps_its_shards(cluster3: DevCluster, craw
         try:
             await cl.heartbeat("a", {})
             await cl.heartbeat("b", {})
-            planner = Planner(cl)
+            planner = Planner(cl, settle=0)
             before, _, _ = await planner.step()
             await cl.forget("a")  # a stops (its key is gone at once)
             m, _, wrote = await planner.step()
@@ -142,7 +142,7 @@ def test_drain_moves_shards_through_a_handoff(cluster3: DevCluster, crawl_name: 
         try:
             for n in ("a", "b"):
                 await cl.heartbeat(n, {})
-            planner = Planner(cl)
+            planner = Planner(cl, settle=0)
             m0, _, _ = await planner.step()
             a_shards = {int(v) for v, n in m0["owner"].items() if n == "a"}
             await cl.set_drain("a")

@@ -1,0 +1,580 @@
+"""The bridge: one asyncio process between a node's local spools and JetStream.
+
+``crawl cluster bridge DIR`` (spawned by ``crawl run --cluster``, with a
+lifeline so it dies with the run) keeps nats-py out of the trio crawl
+process. It moves records, never decides what to crawl:
+
+* **out**: claim a batch from ``D/cluster/outbox``, group it by destination
+  vshard, publish one message per (batch, vshard) to
+  ``crawl.<crawl>.links.<v>`` with ``Nats-Msg-Id = node:batch:vshard`` (a
+  republish after a lost PubAck is dropped by the stream's duplicate
+  window), wait for every PubAck, then ack the batch. ``ip`` records go to
+  the KV IP registry instead.
+* **in**: one durable pull consumer per stream, filtered to the vshards
+  this node owns and is not handing over; fetch up to 512 messages, write
+  their lines into ``D/cluster/inbox`` in one fsynced transaction, then
+  ack them. A crash in between redelivers (at-least-once; admission is
+  idempotent). ``ack_wait`` is far above one batch's write time, and
+  ``max_deliver`` is unlimited; a message whose lines are not JSON objects
+  (a poison batch) goes to ``D/cluster/dead`` and is counted, never
+  retried for ever and never dropped silently.
+* **map**: heartbeat into KV, plan the map (CAS; see :mod:`.kv`), rewrite
+  ``D/cluster/map.json`` on every heartbeat (``ts`` and ``fence_after``
+  let the crawl process fence itself if the bridge dies) and set
+  ``fenced`` when no heartbeat could be written for TTL/2, before anyone
+  may take the node's shards (TTL + grace).
+* **handoff**: a shard marked ``moving`` away from this node is dropped from
+  the consumer filter first, then listed in ``draining``; when the crawl
+  process has exported it (``handoff-out`` spool, ``handoff-done.json``),
+  the slice is published to the shard's subject like links and the map is
+  CASed to the new owner, whose consumer then reads the slice and every
+  link that waited in the stream meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections import Counter, deque
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from crawl.core import Spool, replace_file
+
+from .kv import Cluster, ClusterConfig, Planner, connect, ip_share, stream_name, subject
+from .shards import (
+    BRIDGE_STATUS,
+    HANDOFF_DONE,
+    HANDOFF_OUT,
+    INBOX,
+    MAP,
+    OUTBOX,
+    cluster_dir,
+    vshard_of_url,
+)
+
+DEAD = "dead"
+NODE_STATUS = "node-status.json"  # written by the crawl process: {"idle": bool, "ts": t}
+MAX_PAYLOAD = 512 * 1024  # one message's NDJSON (the server's limit is 1 MiB)
+RATE_WINDOW = 10.0  # seconds of history behind routed/s
+
+
+def _jdump(path: Path, data: dict[str, Any]) -> None:
+    replace_file(path, lambda fh: fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2)), sync=False)
+
+
+class Bridge:
+    """One node's bridge. ``await run()`` until ``stop`` is set."""
+
+    def __init__(self, servers: str, crawl: str, node: str, crawl_dir: str | os.PathLike[str], *,
+                 out_batch: int = 4096, fetch_batch: int = 512, plan_every: float = 0.5,
+                 log: Any = None) -> None:
+        self.servers = servers
+        self.crawl = crawl
+        self.node = node
+        self.dir = cluster_dir(crawl_dir)
+        self.out_batch = out_batch
+        self.fetch_batch = fetch_batch
+        self.plan_every = plan_every
+        self.log = log or sys.stderr
+        self.stop = asyncio.Event()
+        self.cl: Cluster | None = None
+        self.cfg: ClusterConfig | None = None
+        self.map: dict[str, Any] = {}
+        self.rev = 0
+        self.owned: set[int] = set()
+        self.draining: set[int] = set()
+        self.consuming: dict[int, set[int]] = {}  # stream -> vshards in its consumer filter
+        self.fetchers: dict[int, asyncio.Task[None]] = {}
+        self.fenced = False
+        self.last_beat = 0.0
+        self.ip_share: dict[str, int] = {}
+        self.counts: Counter[str] = Counter()
+        self.out_events: deque[tuple[float, int, int]] = deque()  # (t, vshard, records)
+        self.lag: dict[str, int] = {}
+        self.error = ""
+        self.members: list[str] = []
+        self._ip_next = 0.0
+        self._idle_sig: tuple[Any, ...] | None = None
+        self._idle_since = 0.0
+        self.cluster_idle = False
+        self.queued = -1
+
+    # -- lifecycle --------------------------------------------------------------------
+    async def run(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        nc = await connect(self.servers, name=f"crawl-bridge-{self.node}")
+        self.cl = Cluster(nc, self.crawl)
+        self.cfg = await self.cl.open()
+        self.outbox = Spool(self.dir / OUTBOX, claim_timeout=max(60.0, self.cfg.ack_wait))
+        self.inbox = Spool(self.dir / INBOX)
+        self.handoff = Spool(self.dir / HANDOFF_OUT)
+        self.dead = Spool(self.dir / DEAD)
+        self.planner = Planner(self.cl)
+        await self._beat()
+        tasks = [asyncio.create_task(c) for c in
+                 (self._beat_loop(), self._plan_loop(), self._out_loop(), self._status_loop())]
+        try:
+            await self.stop.wait()
+        finally:
+            for t in [*tasks, *self.fetchers.values()]:
+                t.cancel()
+            await asyncio.gather(*tasks, *self.fetchers.values(), return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.cl.forget(self.node), 2)
+            self._write_status()
+            for sp in (self.outbox, self.handoff):
+                with contextlib.suppress(Exception):
+                    sp.release()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), 3)
+
+    def _note(self, what: str, exc: BaseException | None = None) -> None:
+        msg = f"{what}: {exc or ''}".rstrip(": ") if exc is not None else what
+        if msg != self.error:
+            print(f"crawl cluster bridge {self.node}: {msg}", file=self.log, flush=True)
+        self.error = msg
+
+    # -- heartbeat and fencing --------------------------------------------------------
+    def _info(self) -> dict[str, Any]:
+        now = time.time()
+        while self.out_events and self.out_events[0][0] < now - RATE_WINDOW:
+            self.out_events.popleft()
+        per: Counter[int] = Counter()
+        for _, v, n in self.out_events:
+            per[v] += n
+        return {"epoch": self.map.get("epoch", -1), "published": self.counts["published"],
+                "idle": self._node_idle(),
+                "consumed": self.counts["consumed"], "dead": self.counts["dead"],
+                "routed_per_s": round(sum(per.values()) / RATE_WINDOW, 1),
+                "out_rate": {str(v): round(n / RATE_WINDOW, 1) for v, n in per.items()},
+                "owned": len(self.owned), "fenced": self.fenced, "pid": os.getpid()}
+
+    def _node_idle(self) -> bool:
+        """Whether the crawl process says it has nothing left to do (and said so lately)."""
+        try:
+            st = orjson.loads((self.dir / NODE_STATUS).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return False
+        return bool(st.get("idle")) and time.time() - float(st.get("ts", 0)) < 10.0
+
+    def _judge_idle(self, members: dict[str, dict[str, Any]], queued: int) -> bool:
+        """The whole crawl is over: every member idle, no message in any stream, every
+        shard owned and none moving, and all of that unchanged for a quiet period.
+
+        A heartbeat can say idle while its node has just consumed a link (the
+        flag is seconds old), so one look is not enough: the members'
+        published and consumed totals must also stand still for longer than a
+        heartbeat and a node-status rewrite take.
+        """
+        assert self.cfg is not None
+        now = time.monotonic()
+        sig = tuple(sorted((n, m.get("published"), m.get("consumed")) for n, m in members.items()))
+        cond = (bool(members) and all(m.get("idle") for m in members.values()) and queued == 0
+                and len(self.map.get("owner", {})) == self.cfg.v and not self.map.get("moving"))
+        if not cond or sig != self._idle_sig:
+            self._idle_sig, self._idle_since = (sig if cond else None), now
+            return False
+        return now - self._idle_since >= max(5.0, self.cfg.ttl)
+
+    async def _beat(self) -> None:
+        assert self.cl is not None and self.cfg is not None
+        await asyncio.wait_for(self.cl.heartbeat(self.node, self._info()), self.cfg.ttl / 3)
+        self.last_beat = time.monotonic()
+
+    async def _beat_loop(self) -> None:
+        assert self.cfg is not None
+        every = self.cfg.ttl / 3
+        while True:
+            try:
+                await self._beat()
+                if self.fenced:
+                    self._note("heartbeat written again: leasing may resume")
+                self.fenced = False
+            except Exception as exc:
+                self._note("heartbeat failed", exc)
+            if time.monotonic() - self.last_beat > self.cfg.ttl / 2 and not self.fenced:
+                self.fenced = True
+                self._note(f"no heartbeat for {self.cfg.ttl / 2:.1f} s: fenced (no leasing)")
+            self._write_map()
+            await asyncio.sleep(min(every, max(0.05, self.last_beat + self.cfg.ttl / 2 + 0.01
+                                               - time.monotonic())) if not self.fenced else every)
+
+    # -- the map --------------------------------------------------------------------
+    async def _plan_loop(self) -> None:
+        while True:
+            try:
+                cur, rev, _ = await self.planner.step()
+                self.members = sorted(await self.cl.members())  # type: ignore[union-attr]
+                await self._apply(cur, rev)
+                await self._handoff()
+                await self._refresh_ip_share()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._note("map round failed", exc)
+            await asyncio.sleep(self.plan_every)
+
+    async def _apply(self, cur: dict[str, Any], rev: int) -> None:
+        """Make the consumers and map.json follow the map: drop before draining is announced."""
+        assert self.cfg is not None
+        owner = cur.get("owner", {})
+        moving = cur.get("moving", {})
+        owned = {int(v) for v, n in owner.items() if n == self.node}
+        draining = {v for v in owned if str(v) in moving}
+        want = owned - draining
+        changed = rev != self.rev
+        self.map, self.rev = cur, rev
+        for k, r in enumerate(self.cfg.ranges()):
+            mine = {v for v in r if v in want}
+            if mine != self.consuming.get(k, set()):
+                await self._set_consumer(k, mine)
+        if changed or owned != self.owned or draining != self.draining:
+            self.owned, self.draining = owned, draining
+            self._write_map()
+
+    def _durable(self, k: int) -> str:
+        return f"{self.node}_L{k}"
+
+    async def _set_consumer(self, k: int, vshards: set[int]) -> None:
+        """Point this node's consumer on stream ``k`` at ``vshards`` (delete it when none)."""
+        from nats.js import api
+        from nats.js.errors import APIError, NotFoundError
+
+        assert self.cl is not None and self.cfg is not None
+        js, stream = self.cl.js, stream_name(self.crawl, k)
+        if not vshards:
+            task = self.fetchers.pop(k, None)
+            if task:
+                task.cancel()
+            with contextlib.suppress(NotFoundError):
+                await js.delete_consumer(stream, self._durable(k))
+            self.consuming[k] = set()
+            return
+        cfg = api.ConsumerConfig(
+            durable_name=self._durable(k), filter_subjects=[subject(self.crawl, v) for v in sorted(vshards)],
+            ack_policy=api.AckPolicy.EXPLICIT, ack_wait=self.cfg.ack_wait, max_deliver=-1,
+            max_ack_pending=20000, deliver_policy=api.DeliverPolicy.ALL)
+        gained = vshards - self.consuming.get(k, set())
+        if gained:
+            # the server does not always refuse an update whose filters overlap
+            # another consumer's (error 10100 comes on create): look first
+            await self._clear_overlaps(stream, gained)
+            if self.consuming.get(k):
+                # A consumer whose filter widens does not go back for messages
+                # older than its position (the slice of a handoff, the links that
+                # waited for a dead owner): make it anew, from the stream's start.
+                # Its unacknowledged messages return to the stream (redelivered:
+                # at-least-once).
+                task = self.fetchers.pop(k, None)
+                if task:
+                    task.cancel()
+                with contextlib.suppress(NotFoundError):
+                    await js.delete_consumer(stream, self._durable(k))
+        try:
+            await js.add_consumer(stream, cfg)
+        except APIError as exc:
+            if exc.err_code != 10100:  # filters overlap another consumer's
+                raise
+            await self._clear_overlaps(stream, vshards)
+            await js.add_consumer(stream, cfg)
+        self.consuming[k] = set(vshards)
+        if k not in self.fetchers or self.fetchers[k].done():
+            self.fetchers[k] = asyncio.create_task(self._fetch_loop(k))
+
+    async def _clear_overlaps(self, stream: str, vshards: set[int]) -> None:
+        """Delete consumers of nodes without a heartbeat that still filter on shards now ours.
+
+        A node that vanished past its grace left its durable consumer behind;
+        a work-queue stream refuses a second consumer on the same subjects.
+        Deleting it hands its unacknowledged messages to the new consumer.
+        A live node's consumer is never touched (it drops its own filters
+        before its shards are reassigned).
+        """
+        assert self.cl is not None
+        mine = {subject(self.crawl, v) for v in vshards}
+        alive = set(await self.cl.members())
+        infos = await self.cl.js.consumers_info(stream)
+        for info in infos:
+            name = info.name
+            filt = set(info.config.filter_subjects or ([info.config.filter_subject]
+                                                        if info.config.filter_subject else []))
+            node = name.rsplit("_L", 1)[0]
+            if node == self.node or not filt & mine:
+                continue
+            if node in alive:
+                raise RuntimeError(f"shards still read by live node {node} (consumer {name}); "
+                                   "waiting for it to let go")
+            await self.cl.js.delete_consumer(stream, name)
+            self._note(f"took over from {node}: deleted its consumer {name}")
+
+    def _write_map(self) -> None:
+        if not self.map or self.cfg is None:
+            return
+        data = {"crawl": self.crawl, "node": self.node, "epoch": self.map.get("epoch", 0),
+                "V": self.cfg.v, "owned": sorted(self.owned), "owner": self.map.get("owner", {}),
+                "draining": sorted(self.draining), "fenced": self.fenced, "ip_share": self.ip_share,
+                "ts": time.time(), "fence_after": self.cfg.ttl / 2, "members": self.members}
+        try:
+            _jdump(self.dir / MAP, data)
+        except OSError as exc:
+            self._note("cannot write map.json", exc)
+
+    # -- out: outbox -> streams ------------------------------------------------------
+    async def _publish(self, groups: dict[int, list[bytes]], tag: str) -> int:
+        """Publish each vshard's lines (chunked) with stable ids; retry until every PubAck is in."""
+        js = self.cl.js  # type: ignore[union-attr]
+        pending: list[tuple[str, bytes, str, int, int]] = []
+        for v, lines in groups.items():
+            chunk: list[bytes] = []
+            size = 0
+            part = 0
+            for line in lines:
+                if chunk and size + len(line) + 1 > MAX_PAYLOAD:
+                    pending.append((subject(self.crawl, v), b"\n".join(chunk),
+                                    f"{self.node}:{tag}:{v}:{part}", v, len(chunk)))
+                    chunk, size, part = [], 0, part + 1
+                chunk.append(line)
+                size += len(line) + 1
+            if chunk:
+                pending.append((subject(self.crawl, v), b"\n".join(chunk),
+                                f"{self.node}:{tag}:{v}:{part}", v, len(chunk)))
+        sent = 0
+        pause = 0.2
+        while pending:
+            futs = []
+            for subj, data, mid, _, _ in pending:
+                futs.append(js.publish(subj, data, timeout=5, headers={"Nats-Msg-Id": mid}))
+            results = await asyncio.gather(*futs, return_exceptions=True)
+            again = []
+            for item, res in zip(pending, results, strict=True):
+                if isinstance(res, BaseException):
+                    again.append(item)
+                    err = res
+                else:
+                    if not getattr(res, "duplicate", False):
+                        self.out_events.append((time.time(), item[3], item[4]))
+                    sent += item[4]
+            if again:
+                self.counts["republished"] += sum(i[4] for i in again)
+                self._note(f"{len(again)} publishes unacknowledged; retrying", err)
+                await asyncio.sleep(pause)
+                pause = min(2.0, pause * 2)
+            pending = again
+        return sent
+
+    def _group(self, batch: list[tuple[bytes, bytes]]) -> tuple[dict[int, list[bytes]], dict[str, set[int]], list[bytes]]:
+        assert self.cfg is not None
+        groups: dict[int, list[bytes]] = {}
+        ips: dict[str, set[int]] = {}
+        bad: list[bytes] = []
+        for _, raw in batch:
+            try:
+                rec = orjson.loads(raw)
+                v = rec.get("vshard")
+                if rec.get("kind") == "ip":
+                    v = v if isinstance(v, int) else vshard_of_url(f"http://{rec['host']}/", self.cfg.v)
+                    ips.setdefault(str(rec["ip"]), set()).add(int(v))
+                    continue
+                if not isinstance(v, int) or not 0 <= v < self.cfg.v:
+                    v = vshard_of_url(rec["url"], self.cfg.v)
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+                bad.append(raw)
+                continue
+            groups.setdefault(v, []).append(raw)
+        return groups, ips, bad
+
+    async def _send_spool(self, sp: Spool, tag: str, batch: list[tuple[bytes, bytes]]) -> int:
+        groups, ips, bad = self._group(batch)
+        n = await self._publish(groups, f"{tag}{batch[0][0].hex()}")
+        if ips:
+            await self.cl.register_ips(ips)  # type: ignore[union-attr]
+        if bad:
+            await self._dead(bad, f"unroutable {tag or 'outbox'} record")
+        await asyncio.to_thread(sp.ack, [k for k, _ in batch])
+        self.counts["published"] += n
+        return n
+
+    async def _out_loop(self) -> None:
+        idle = 0.02
+        while True:
+            try:
+                batch = await asyncio.to_thread(self.outbox.claim, self.out_batch)
+                if not batch:
+                    await asyncio.sleep(idle)
+                    idle = min(0.2, idle * 1.5)
+                    continue
+                idle = 0.02
+                await self._send_spool(self.outbox, "", batch)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._note("outbox round failed", exc)
+                await asyncio.sleep(0.5)
+
+    # -- in: streams -> inbox ----------------------------------------------------------
+    async def _fetch_loop(self, k: int) -> None:
+        from nats.errors import TimeoutError as NatsTimeout
+
+        js, stream = self.cl.js, stream_name(self.crawl, k)  # type: ignore[union-attr]
+        psub = None
+        while True:
+            try:
+                if psub is None:
+                    psub = await js.pull_subscribe_bind(self._durable(k), stream)
+                try:
+                    msgs = await psub.fetch(self.fetch_batch, timeout=1.0)
+                except (TimeoutError, NatsTimeout):
+                    continue
+                await self._take(msgs)
+            except asyncio.CancelledError:
+                if psub is not None:
+                    with contextlib.suppress(Exception):
+                        await psub.unsubscribe()
+                raise
+            except Exception as exc:
+                self._note(f"fetch from {stream} failed", exc)
+                if psub is not None:
+                    with contextlib.suppress(Exception):
+                        await psub.unsubscribe()
+                psub = None
+                await asyncio.sleep(0.5)
+
+    async def _take(self, msgs: list[Any]) -> None:
+        """Write a fetched batch into the inbox (one fsynced transaction), then ack it."""
+        lines: list[bytes] = []
+        poison: list[bytes] = []
+        redelivered = 0
+        for m in msgs:
+            body = m.data.split(b"\n") if m.data else []
+            try:
+                for line in body:
+                    if not isinstance(orjson.loads(line), dict):
+                        raise ValueError("not an object")
+            except (orjson.JSONDecodeError, ValueError):
+                poison.append(orjson.dumps({"kind": "dead", "subject": m.subject,
+                                            "data": m.data.decode("utf-8", "replace")}))
+                continue
+            lines += body
+            with contextlib.suppress(Exception):
+                if m.metadata.num_delivered > 1:
+                    redelivered += len(body)
+        if lines:
+            await asyncio.to_thread(self.inbox.put, lines)
+        if poison:
+            await self._dead(poison, "poison message (lines that are not JSON objects)", raw=True)
+        for m in msgs:
+            await m.ack()
+        self.counts["consumed"] += len(lines)
+        self.counts["redelivered"] += redelivered
+
+    async def _dead(self, items: list[bytes], why: str, raw: bool = False) -> None:
+        recs = items if raw else [orjson.dumps({"kind": "dead", "data": i.decode("utf-8", "replace")})
+                                  for i in items]
+        await asyncio.to_thread(self.dead.put, recs)
+        self.counts["dead"] += len(items)
+        print(f"crawl cluster bridge {self.node}: {len(items)} {why} set aside in "
+              f"{self.dir / DEAD} ({self.counts['dead']} so far)", file=self.log, flush=True)
+
+    # -- handoff ------------------------------------------------------------------------
+    async def _handoff(self) -> None:
+        """Finish the move of draining shards the crawl process has exported."""
+        if not self.draining:
+            return
+        done_path = self.dir / HANDOFF_DONE
+        try:
+            done = orjson.loads(done_path.read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return
+        vs = done.get("vshards")
+        vs = set(vs if isinstance(vs, list) else [done["vshard"]] if "vshard" in done else [])
+        vs &= self.draining
+        if not vs:
+            return
+        while True:  # the whole exported slice, in spool order
+            batch = await asyncio.to_thread(self.handoff.claim, self.out_batch)
+            if not batch:
+                break
+            await self._send_spool(self.handoff, "h", batch)
+            self.counts["handed_over"] += len(batch)
+        from .kv import complete_moves
+
+        for _ in range(50):
+            cur, rev = await self.cl.read_map()  # type: ignore[union-attr]
+            new = complete_moves(cur, self.node, vs)
+            if new is None or await self.cl.cas_map(new, rev):  # type: ignore[union-attr]
+                break
+        with contextlib.suppress(FileNotFoundError):
+            done_path.unlink()
+        cur, rev = await self.cl.read_map()  # type: ignore[union-attr]
+        await self._apply(cur, rev)
+        self._note(f"handed over {len(vs)} shard(s)")
+
+    async def _refresh_ip_share(self) -> None:
+        if time.monotonic() < self._ip_next:
+            return
+        self._ip_next = time.monotonic() + 5.0  # one get per IP: not every map round
+        reg = await self.cl.ip_registry()  # type: ignore[union-attr]
+        share = ip_share(reg, self.map.get("owner", {}))
+        if share != self.ip_share:
+            self.ip_share = share
+            self._write_map()
+
+    # -- status -------------------------------------------------------------------------
+    async def _status_loop(self) -> None:
+        while True:
+            try:
+                assert self.cfg is not None and self.cl is not None
+                lag: dict[str, int] = {}
+                queued = 0
+                for k in range(len(self.cfg.ranges())):
+                    info = await self.cl.js.stream_info(
+                        stream_name(self.crawl, k), subjects_filter=f"crawl.{self.crawl}.links.*")
+                    queued += info.state.messages
+                    for subj, n in (info.state.subjects or {}).items():
+                        v = int(subj.rsplit(".", 1)[1])
+                        if v in self.owned:
+                            lag[str(v)] = n
+                self.lag, self.queued = lag, queued
+                self.cluster_idle = self._judge_idle(await self.cl.members(), queued)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._note("status round failed", exc)
+            self._write_status()
+            await asyncio.sleep(1.0)
+
+    def _write_status(self) -> None:
+        info = self._info()
+        info.update({"node": self.node, "crawl": self.crawl, "ts": time.time(),
+                     "heartbeat_ok": not self.fenced and self.last_beat > 0,
+                     "redelivered": self.counts["redelivered"],
+                     "republished": self.counts["republished"],
+                     "handed_over": self.counts["handed_over"],
+                     "lag": self.lag, "queued_in_streams": self.queued,
+                     "cluster_idle": self.cluster_idle,
+                     "draining": sorted(self.draining), "error": self.error,
+                     "outbox": self.outbox.counts(), "inbox": self.inbox.counts()})
+        with contextlib.suppress(OSError):
+            _jdump(self.dir / BRIDGE_STATUS, info)
+
+
+def run_bridge(servers: str, crawl: str, node: str, crawl_dir: str | os.PathLike[str],
+               **opts: Any) -> int:
+    """Run a bridge until SIGTERM/SIGINT (the ``crawl cluster bridge`` command)."""
+    bridge = Bridge(servers, crawl, node, crawl_dir, **opts)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, bridge.stop.set)
+        await bridge.run()
+
+    asyncio.run(main())
+    return 0

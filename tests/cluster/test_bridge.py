@@ -1,0 +1,351 @@
+"""The bridge with real processes: `crawl cluster bridge` nodes over a real 3-server cluster.
+
+Links put into one node's outbox land in their owners' inboxes, each once;
+a SIGKILL of the stream leader mid-stream loses nothing; a poison message
+is set aside and counted; a node that dies loses its shards to the others
+after TTL and grace, with the links that waited for it; a drain hands shards
+over through the handoff spool; a bridge that cannot heartbeat fences its
+node; `crawl cluster status` shows members, epoch, shards and problems.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from crawl.cluster import DevCluster, vshard_of_url
+from crawl.cluster.kv import Cluster, ClusterConfig, connect, stream_name, subject
+from crawl.core import Spool
+
+CRAWL = [sys.executable, "-m", "crawl"]
+
+
+class Nodes:
+    """Bridge processes started by one test (killed by PID at its end)."""
+
+    def __init__(self, root: Path, servers: str, crawl: str) -> None:
+        self.root, self.servers, self.crawl = root, servers, crawl
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.auto: set[str] = set()
+        self._done = threading.Event()
+        threading.Thread(target=self._answer_drains, daemon=True).start()
+
+    def _answer_drains(self) -> None:
+        """Stand in for an idle crawl process: a shard to hand over has nothing queued.
+
+        (Bridges started a second apart make the first take every shard and
+        hand some over to the second; the node side's part of that handoff,
+        with real queues, is tested in test_node.py.)
+        """
+        while not self._done.wait(0.1):
+            for node in list(self.auto):
+                m = self.map(node)
+                done = self.root / node / "cluster" / "handoff-done.json"
+                if m.get("draining") and not done.exists():
+                    done.write_bytes(orjson.dumps({"vshards": m["draining"], "epoch": m["epoch"],
+                                                   "count": 0}))
+
+    def start(self, node: str, auto_handoff: bool = True) -> Path:
+        if auto_handoff:
+            self.auto.add(node)
+        d = self.root / node
+        d.mkdir(parents=True, exist_ok=True)
+        log = open(d / "bridge.log", "ab")  # noqa: SIM115
+        self.procs[node] = subprocess.Popen(
+            [*CRAWL, "cluster", "bridge", str(d), "--servers", self.servers, "--crawl", self.crawl,
+             "--node", node], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        return d
+
+    def kill(self, node: str, sig: int = signal.SIGKILL) -> None:
+        p = self.procs[node]
+        if p.poll() is None:
+            p.send_signal(sig)
+        p.wait(timeout=20)
+
+    def map(self, node: str) -> dict[str, Any]:
+        try:
+            return orjson.loads((self.root / node / "cluster" / "map.json").read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return {}
+
+    def status(self, node: str) -> dict[str, Any]:
+        try:
+            return orjson.loads((self.root / node / "cluster" / "bridge-status.json").read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return {}
+
+    def log(self, node: str) -> str:
+        return (self.root / node / "bridge.log").read_text(errors="replace")
+
+    def stop_all(self) -> None:
+        self._done.set()
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=20)
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def init(cluster: DevCluster, crawl: str, **cfg: Any) -> None:
+    async def go() -> None:
+        nc = await connect(cluster.servers_arg)
+        try:
+            await Cluster(nc, crawl).init(ClusterConfig(crawl=crawl, **cfg))
+        finally:
+            await nc.close()
+    asyncio.run(go())
+
+
+@pytest.fixture
+def nodes(cluster3: DevCluster, crawl_name: str, tmp_path: Path) -> Iterator[Nodes]:
+    n = Nodes(tmp_path, cluster3.servers_arg, crawl_name)
+    yield n
+    n.stop_all()
+
+
+def links(n: int, v: int, prefix: str = "h") -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        url = f"http://{prefix}{i % 997}.test/p{i}"
+        out.append({"kind": "link", "v": 1, "url": url, "vshard": vshard_of_url(url, v)})
+    return out
+
+
+def inbox_urls(d: Path) -> list[str]:
+    with Spool(d / "cluster" / "inbox") as sp:
+        return [orjson.loads(r)["url"] for r in sp.peek(claimed=True)]
+
+
+def formed(nodes: Nodes, names: list[str], v: int) -> Callable[[], bool]:
+    def check() -> bool:
+        maps = [nodes.map(n) for n in names]
+        if not all(maps) or len({m["epoch"] for m in maps}) != 1:
+            return False
+        owned = [set(m["owned"]) for m in maps]
+        return (sum(len(o) for o in owned) == v and set().union(*owned) == set(range(v))
+                and all(owned) and not any(m["draining"] for m in maps))
+    return check
+
+
+def test_links_cross_nodes_and_land_once_in_their_owners_inbox(nodes: Nodes, cluster3: DevCluster,
+                                                               crawl_name: str) -> None:
+    init(cluster3, crawl_name, v=16, ttl=3, grace=5)
+    a, b = nodes.start("a"), nodes.start("b")
+    wait_for(formed(nodes, ["a", "b"], 16), what="a map that gives every shard to a or b")
+    ma, mb = nodes.map("a"), nodes.map("b")
+    assert not set(ma["owned"]) & set(mb["owned"])
+    recs = links(3000, 16)
+    with Spool(a / "cluster" / "outbox") as sp:
+        sp.put(recs)
+    want_b = sorted(r["url"] for r in recs if r["vshard"] in mb["owned"])
+    want_a = sorted(r["url"] for r in recs if r["vshard"] in ma["owned"])
+    assert want_a and want_b
+    wait_for(lambda: len(inbox_urls(b)) >= len(want_b) and len(inbox_urls(a)) >= len(want_a),
+             what="every link in its owner's inbox")
+    assert sorted(inbox_urls(b)) == want_b  # crossed from a to b, each once
+    assert sorted(inbox_urls(a)) == want_a
+    with Spool(a / "cluster" / "outbox") as sp:
+        wait_for(lambda: sp.counts() == {"queued": 0, "claimed": 0}, what="outbox acked")
+    st = wait_for(lambda: (s := nodes.status("a")).get("published") == 3000 and s, what="status")
+    assert st["heartbeat_ok"] and not st["fenced"] and st["epoch"] == ma["epoch"]
+    assert wait_for(lambda: nodes.status("b").get("consumed") == len(want_b), what="b consumed")
+
+
+def test_leader_sigkilled_mid_stream_loses_nothing(nodes: Nodes, cluster3: DevCluster,
+                                                   crawl_name: str) -> None:
+    init(cluster3, crawl_name, v=8, streams=1, ttl=6, grace=30)
+    a, b = nodes.start("a"), nodes.start("b")
+    wait_for(formed(nodes, ["a", "b"], 8), what="the map")
+    owned_b = set(nodes.map("b")["owned"])
+    recs = [r for r in links(40000, 8, "k") if r["vshard"] in owned_b][:20000]
+
+    def produce() -> None:
+        with Spool(a / "cluster" / "outbox") as sp:
+            for i in range(0, len(recs), 500):
+                sp.put(recs[i:i + 500])
+                time.sleep(0.02)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    wait_for(lambda: len(inbox_urls(b)) >= 3000, what="the stream under way")
+
+    async def leader() -> str:
+        nc = await connect(cluster3.servers_arg)
+        try:
+            return (await nc.jetstream().stream_info(stream_name(crawl_name, 0))).cluster.leader
+        finally:
+            await nc.close()
+
+    name = asyncio.run(leader())
+    i = [s.name for s in cluster3.servers].index(name)
+    cluster3.kill(i)  # SIGKILL of the stream leader while messages flow
+    time.sleep(2)
+    cluster3.restart(i)
+    producer.join()
+    want = Counter(r["url"] for r in recs)
+    wait_for(lambda: set(inbox_urls(b)) >= set(want), timeout=90, what="every link after the kill")
+    got = Counter(inbox_urls(b))
+    assert set(got) == set(want)  # none lost
+    dupes = sum(got.values()) - len(want)
+    st = wait_for(lambda: nodes.status("b") or None, what="b status")
+    assert dupes <= st["redelivered"] + nodes.status("a").get("republished", 0)
+
+
+def test_poison_message_is_set_aside_and_counted(nodes: Nodes, cluster3: DevCluster,
+                                                 crawl_name: str) -> None:
+    init(cluster3, crawl_name, v=4, ttl=3, grace=5)
+    b = nodes.start("b")
+    wait_for(formed(nodes, ["b"], 4), what="the map")
+
+    async def publish() -> None:
+        nc = await connect(cluster3.servers_arg)
+        try:
+            js = nc.jetstream()
+            await js.publish(subject(crawl_name, 1), b"{not json\n")
+            await js.publish(subject(crawl_name, 2), b'{"kind":"link","url":"http://x.test/"}')
+        finally:
+            await nc.close()
+
+    asyncio.run(publish())
+    wait_for(lambda: nodes.status("b").get("dead") == 1 and inbox_urls(b), what="the poison counted")
+    with Spool(b / "cluster" / "dead") as sp:
+        dead = [orjson.loads(r) for r in sp.peek()]
+    assert dead[0]["data"] == "{not json\n" and dead[0]["subject"] == subject(crawl_name, 1)
+    assert inbox_urls(b) == ["http://x.test/"]
+    assert "poison" in nodes.log("b")
+    st = wait_for(lambda: (s := nodes.status("b")).get("lag") == {} and s, what="nothing waiting")
+    assert st["dead"] == 1  # acked: not redelivered for ever
+
+
+def test_dead_node_loses_its_shards_with_the_links_that_waited(nodes: Nodes, cluster3: DevCluster,
+                                                               crawl_name: str) -> None:
+    init(cluster3, crawl_name, v=16, ttl=2, grace=1)
+    a, _ = nodes.start("a"), nodes.start("b")
+    wait_for(formed(nodes, ["a", "b"], 16), what="the map")
+    owned_b = set(nodes.map("b")["owned"])
+    nodes.kill("b")  # SIGKILL: no goodbye, its durable consumers stay behind
+    recs = [r for r in links(600, 16, "w") if r["vshard"] in owned_b]
+    with Spool(a / "cluster" / "outbox") as sp:
+        sp.put(recs)
+    wait_for(lambda: nodes.status("a").get("published") == len(recs), what="published for b")
+    assert set(nodes.map("a")["owned"]).isdisjoint(owned_b)  # b's shards wait out TTL and grace
+    wait_for(lambda: set(nodes.map("a")["owned"]) == set(range(16)), timeout=20,
+             what="a taking b's shards")
+    wait_for(lambda: sorted(inbox_urls(a)) == sorted(r["url"] for r in recs), what="the waiting links")
+    assert "took over from b" in nodes.log("a")
+
+
+def test_drain_hands_shards_over_through_the_handoff_spool(nodes: Nodes, cluster3: DevCluster,
+                                                           crawl_name: str) -> None:
+    init(cluster3, crawl_name, v=16, ttl=3, grace=5)
+    a, b = nodes.start("a"), nodes.start("b")
+    wait_for(formed(nodes, ["a", "b"], 16), what="the map")
+    nodes.auto.discard("a")  # from here on, a's handoff is done by hand below
+    a_shards = set(nodes.map("a")["owned"])
+    drain = subprocess.run([*CRAWL, "cluster", "drain", "a", "--servers", cluster3.servers_arg,
+                            "--crawl", crawl_name, "--no-wait"], capture_output=True, text=True)
+    assert drain.returncode == 0, drain.stderr
+    m = wait_for(lambda: (m := nodes.map("a")).get("draining") and m, what="a draining")
+    assert set(m["draining"]) == a_shards and not nodes.map("b")["draining"]
+
+    async def filters() -> set[str]:
+        nc = await connect(cluster3.servers_arg)
+        try:
+            out: set[str] = set()
+            for k in range(3):
+                for c in await nc.jetstream().consumers_info(stream_name(crawl_name, k)):
+                    if c.name.startswith("a_"):
+                        out |= set(c.config.filter_subjects or [])
+            return out
+        finally:
+            await nc.close()
+
+    assert not asyncio.run(filters())  # a stopped reading its shards before announcing the drain
+    # links for a's shards published meanwhile wait in the stream
+    late = [r for r in links(400, 16, "late") if r["vshard"] in a_shards]
+    with Spool(b / "cluster" / "outbox") as sp:
+        sp.put(late)
+    # the crawl process's part (N): the slice into handoff-out, then handoff-done.json
+    slice_ = [{"kind": "url", "url": r["url"].replace("late", "queued"), "vshard": r["vshard"]}
+              for r in late[:50]]
+    with Spool(a / "cluster" / "handoff-out") as sp:
+        sp.put(slice_)
+    (a / "cluster" / "handoff-done.json").write_bytes(orjson.dumps(
+        {"vshards": sorted(a_shards), "epoch": m["epoch"], "count": len(slice_)}))
+    wait_for(lambda: set(nodes.map("b")["owned"]) == set(range(16)), what="b owning everything")
+    assert nodes.map("a")["owned"] == [] and nodes.map("a")["epoch"] > m["epoch"]
+    want = sorted([r["url"] for r in late] + [r["url"] for r in slice_])
+    wait_for(lambda: sorted(inbox_urls(b)) == want, what="the slice and the late links at b")
+    wait_for(lambda: not (a / "cluster" / "handoff-done.json").exists(), what="handoff done")
+    done = subprocess.run([*CRAWL, "cluster", "drain", "a", "--servers", cluster3.servers_arg,
+                           "--crawl", crawl_name, "--timeout", "10s"], capture_output=True, text=True)
+    assert done.returncode == 0 and "owns no shard" in done.stdout
+
+
+def test_status_shows_members_epoch_shards_and_problems(nodes: Nodes, cluster3: DevCluster,
+                                                        crawl_name: str) -> None:
+    init(cluster3, crawl_name, v=16, ttl=3, grace=5)
+    nodes.start("a"), nodes.start("b")
+    wait_for(formed(nodes, ["a", "b"], 16), what="the map")
+    cmd = [*CRAWL, "cluster", "status", "--crawl", crawl_name]
+    ok = subprocess.run([*cmd, "--servers", cluster3.servers_arg], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    epoch = nodes.map("a")["epoch"]
+    assert f"map: epoch {epoch}, 16 vshards" in ok.stdout
+    per = {n: len(nodes.map(n)["owned"]) for n in "ab"}
+    for n in "ab":
+        assert any(line.split()[:3] == [n, "shards", str(per[n])] for line in ok.stdout.splitlines())
+    assert "no problems found" in ok.stdout
+    # one server given is down: the status says which, and exits 1
+    bad = subprocess.run([*cmd, "--servers", cluster3.servers_arg + ",nats://127.0.0.1:9"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "nats://127.0.0.1:9" in bad.stdout and "UNREACHABLE" in bad.stdout
+    assert "crawl: error: the cluster has 1 problem" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_status_makes_a_cluster_that_did_not_form_visible(tmp_path: Path) -> None:
+    with DevCluster(tmp_path / "x", 1) as x, DevCluster(tmp_path / "y", 1) as y:
+        r = subprocess.run([*CRAWL, "cluster", "status", "--crawl", "c", "--servers",
+                            f"{x.servers_arg},{y.servers_arg}"], capture_output=True, text=True)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stdout.count("standalone, in no cluster") == 2
+
+
+def test_bridge_fences_its_node_when_heartbeats_fail(tmp_path: Path) -> None:
+    with DevCluster(tmp_path / "one", 1) as c:
+        init(c, "f", v=4, ttl=2, grace=5)
+        n = Nodes(tmp_path, c.servers_arg, "f")
+        try:
+            n.start("a")
+            wait_for(formed(n, ["a"], 4), what="the map")
+            assert n.map("a")["fenced"] is False and n.map("a")["fence_after"] == 1.0
+            c.kill(0)  # the only server: no heartbeat can be written
+            wait_for(lambda: n.map("a")["fenced"] is True, what="a fenced")
+            c.restart(0)
+            wait_for(lambda: n.map("a")["fenced"] is False, what="a unfenced after a heartbeat")
+            assert "fenced" in n.log("a")
+        finally:
+            n.stop_all()
+
