@@ -45,10 +45,10 @@ from crawl.core import (
     CrawlError,
     Record,
     Spool,
+    hold_dir,
     open_env,
     records,
     replace_file,
-    share_dir,
 )
 from crawl.dedupe import Deduper
 from crawl.fetch import FetchConfig, StoreOptions
@@ -149,7 +149,10 @@ class Progress:
 class Crawl:
     """One crawl directory opened for ``crawl run``."""
 
-    def __init__(self, cdir: CrawlDir, opts: RunOptions) -> None:
+    def __init__(self, cdir: CrawlDir, opts: RunOptions, *, child: bool = False) -> None:
+        # One run per directory (crawl/core/dirlock.py), taken before anything is
+        # opened. A parse process (child) works under its parent's hold.
+        self.dir_lock = None if child else hold_dir(cdir.root)
         self.cdir = cdir
         self.opts = opts
         if not opts.lease_seconds:
@@ -157,7 +160,6 @@ class Crawl:
             # robots.txt and the page can each take the whole timeout; a lease
             # must outlive both, or a slow host could be leased twice at once.
             opts.lease_seconds = 2 * lim.total + lim.connect + 30.0
-        self.dir_lock = share_dir(cdir.root)  # crawl check --repair waits for no one
         self.frontier = Frontier(cdir.frontier, opts.politeness)
         # shared crawl: lease only this node's shards, route other hosts' links away
         self.node = Node(cdir.root, self.frontier) if opts.cluster else None
@@ -187,6 +189,7 @@ class Crawl:
         self.last_lease = time.time()
         # news for the operator (a host starts or stops waiting on its robots.txt)
         self.notify: Callable[[str], None] = _say
+        self.heartbeat = 10.0  # seconds between status writes (the display's interval)
 
     def close(self) -> None:
         self.recrawler.close()
@@ -197,7 +200,8 @@ class Crawl:
         self.frontier.close()
         self.graph.close()
         self.fetched.close()
-        self.dir_lock.release()
+        if self.dir_lock is not None:
+            self.dir_lock.release()
 
     # -- admission: scope, per-host cap, seen, frontier ---------------------
 
@@ -543,7 +547,20 @@ class Crawl:
             options=describe(self.opts),  # what crawl why names its rules from
         )
 
+    def resume(self) -> list[str]:
+        """On start: the dead runs' leases back to the queue at once, and lines saying
+        what was recovered (crawl/run/resume.py)."""
+        from .resume import resume
+
+        return resume(self.frontier, self.backlog(), self.cdir)
+
     def write_status(self, st: Record) -> None:
+        """``D/run-status.json``: the figures, who writes them (pid, host, start,
+        command) and the heartbeat (``ts``, every ``heartbeat`` seconds), so
+        ``crawl stats`` can tell a live run from a killed one."""
+        if self.dir_lock is not None and self.dir_lock.info:
+            st = {**st, **{k: v for k, v in self.dir_lock.info.items() if k != "what"},
+                  "heartbeat": self.heartbeat}
         data = orjson.dumps(st)
         replace_file(self.cdir.root / RUN_STATUS, lambda f: f.write(data), sync=False)
 

@@ -124,7 +124,7 @@ def _child_main(root: str, opts: RunOptions, line: Any) -> None:
 
     hold_lifeline(line, heard)
     try:
-        crawl = Crawl(CrawlDir(root), opts)
+        crawl = Crawl(CrawlDir(root), opts, child=True)  # under the parent's dir lock
         try:
             while not stop.is_set():
                 finishing = done.is_set()
