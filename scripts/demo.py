@@ -6,6 +6,10 @@ the crawler maps its host names there through its own DNS override
 
 Knobs (environment): DEMO_HOSTS (300), DEMO_SECONDS (60), DEMO_DELAY (1.0),
 DEMO_OUT (demo-out).
+
+Exit status: the crawl's own when it fails; 1 when the server-side audit
+finds a politeness violation (the demo is also the crawler's politeness
+check, so a violation must not pass as success); 0 otherwise.
 """
 
 from __future__ import annotations
@@ -57,14 +61,19 @@ def main() -> int:
         if rc != 0:
             return rc
         say("server-side politeness audit (crawl testweb audit)")
-        subprocess.run([*CRAWL, "testweb", "audit", str(web), "--delay", delay, "--agent", "crawl"],
-                       cwd=ROOT)
+        audited = subprocess.run([*CRAWL, "testweb", "audit", str(web), "--delay", delay, "--agent", "crawl"],
+                                 cwd=ROOT).returncode
         say("index of the WARC files (crawl index)")
         subprocess.run([*CRAWL, "index", "--dir", str(crawl_dir)], cwd=ROOT)
         for text in results_where(CrawlDir(crawl_dir)):  # the WARC files, not their .cdxj sidecars
             print(text)
         first = (web / "seeds.txt").read_text().split()[0]
         print(f"read a page back:  crawl index --dir {crawl_dir} --url {first} --body | head")
+        if audited != 0:
+            print(f"\nmake demo: FAILED: the politeness audit found violations (listed above; "
+                  f"crawl testweb audit {web} --delay {delay} --agent crawl --json for details)",
+                  file=sys.stderr)
+            return 1
     finally:
         server.send_signal(signal.SIGTERM)
         try:

@@ -129,7 +129,7 @@ def manifest_cmd(web_dir: Path, hosts: tuple[str, ...], at: float | None) -> Non
 @click.option("--per-ip", default=4, show_default=True, help="Most requests allowed in flight to one address.")
 @click.option("--agent", default=None, help="Only audit requests whose User-Agent product token is this (e.g. crawl; default: all).")
 @click.option("--log", "log_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Audit this log instead of WEB_DIR/requests.log.")
-@click.option("--tolerance", default=0.0, type=DURATION, show_default=True, help="Seconds of slack allowed on each gap.")
+@click.option("--tolerance", default=0.005, type=DURATION, show_default=True, help="Seconds of slack on each wait, for loopback clock skew (every wait counts from the end of the previous answer as the server sent it).")
 @click.option("--backoff", type=DURATION, default=None, help="Least seconds before asking a host again after a 429/503 without Retry-After (default: twice --delay).")
 @click.option("--json", "as_json", is_flag=True, help="Print violations as NDJSON records, then a summary record.")
 def audit_cmd(web_dir: Path, delay: float, per_ip: int, agent: str | None, log_file: Path | None, tolerance: float, backoff: float | None, as_json: bool) -> None:

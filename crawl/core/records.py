@@ -30,7 +30,9 @@ Kinds (``v`` = 1); fields marked * are required:
             url*, outcome*, host, lease, ip, status, retry_after, bytes,
             timings {dns, connect, first_byte, total} (seconds), content_type,
             location (redirects), etag, last_modified, digest, warc {file,
-            offset, length}, fetched_at, truncated, error, crawl_delay.
+            offset, length}, fetched_at, ended_at (unix seconds: the last
+            answer's last byte read, or its error; a host's delay runs from
+            it), truncated, error, crawl_delay.
             ``crawl dedupe`` adds simhash, duplicate_of, distance.
 ``reject``  an input that could not become a URL: input*, error*.
 ``event``   one line of the crawl log: ts*, event*, url, plus details.

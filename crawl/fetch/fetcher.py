@@ -131,10 +131,15 @@ class Fetcher:
         rec = records.derive(lease, "fetch", url=url, fetched_at=now)
         rec.pop("warc", None)
         out = Fetched(rec)
+        ended: list[float] = []  # when each answer of this lease ended (robots.txt, the page)
 
         def done(outcome: str, error: str | None = None, **extra: Any) -> Fetched:
-            timings["total"] = round(time.perf_counter() - t0, 6)
-            rec.update(outcome=outcome, timings=timings, **extra)
+            # The lease's time ends with its last answer as received (not with the
+            # digest or the WARC write after it): the crawl log's seconds, and
+            # ended_at, from which the frontier counts the host's delay.
+            end = max(ended) if ended else time.perf_counter()
+            timings["total"] = round(end - t0, 6)
+            rec.update(outcome=outcome, timings=timings, ended_at=round(now + (end - t0), 6), **extra)
             if error:
                 rec["error"] = error
             if not out.captures or out.captures[-1] is not out.page:
@@ -167,6 +172,7 @@ class Fetcher:
                         "special-purpose address; use --allow-private or --allow-cidr to fetch it")
         if self.robots is not None:
             info, exchanges = await self.robots.get(url)
+            ended.extend(ex.ended for ex in exchanges if ex.ended)
             out.captures.extend(self._captures_for_robots(exchanges, now))
             delay = info.robots.crawl_delay(self.cfg.agent_token)
             if delay is not None:
@@ -193,10 +199,11 @@ class Fetcher:
         ex = await exchange(self.transport, url, headers, self.cfg.limits,
                             want_body=lambda e: not (200 <= e.status < 300)
                             or type_wanted(e.header("content-type"), self.cfg.content_types))
-        return self._classify(ex, out, hist, now, timings, done)
+        ended.append(ex.ended)
+        return self._classify(ex, out, hist, now, timings, done, ended_at=now + (ex.ended - t0))
 
     def _classify(self, ex: Exchange, out: Fetched, hist: dict[str, Any] | None, now: float,
-                  timings: dict[str, float], done: Any) -> Fetched:
+                  timings: dict[str, float], done: Any, ended_at: float | None = None) -> Fetched:
         rec = out.record
         for k in ("connect", "first_byte"):
             if k in ex.timings:
@@ -209,7 +216,8 @@ class Fetcher:
         ctype = ex.header("content-type")
         if ctype:
             rec["content_type"] = ctype.split(";", 1)[0].strip().lower()
-        ra = retry_after(ex.header("retry-after"), now)
+        # An HTTP-date counts from the end of the answer, as the frontier's wait does.
+        ra = retry_after(ex.header("retry-after"), now if ended_at is None else ended_at)
         if ra is not None:
             rec["retry_after"] = ra
         for name, key in (("etag", "etag"), ("last-modified", "last_modified")):

@@ -114,6 +114,12 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
     attempts, fails = raw[_at + 1], raw[_at + 2]
     t.drop_deadline(hq.time_key(hq.ms_up(deadline), lease_id))
     cfg, now = t.cfg, t.now
+    # Every wait below runs from the end of the answer as the fetcher received it
+    # (ended_at: last body byte or the error), not from now: results can sit in a
+    # spool or a batch. Kept between the lease and now, so a skewed or made-up
+    # clock can neither push a host back into the past nor into the future.
+    ended = _number(get("ended_at"))
+    base = now if ended is None else min(now, max(ended, leased_at))
     timings = get("timings")
     rt = _number(timings.get("total")) if type(timings) is dict else None
     crawl_delay = _number(get("crawl_delay"))
@@ -132,11 +138,11 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
     floor = release_delay(cfg, rt, h.crawl_delay if h.crawl_delay >= 0 else None)
     if status in _RATE_LIMIT:
         h.backoff += 1
-        delay = max(floor, backoff_delay(cfg, h.backoff, parse_retry_after(ra, now) if ra is not None else None))
-        h.next_allowed = now + delay
+        delay = max(floor, backoff_delay(cfg, h.backoff, parse_retry_after(ra, base) if ra is not None else None))
+        h.next_allowed = base + delay
         if old_ip:  # everyone on this machine slows down, not just this name
             inflight, slow = t.ip_state(old_ip)
-            t.put_ip(old_ip, inflight, max(slow, now + delay))
+            t.put_ip(old_ip, inflight, max(slow, base + delay))
         disposition = "backoff"
         t.count("backoffs")
     elif outcome == "robots-unreachable":
@@ -147,21 +153,21 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
         # keep the crawl from ever being idle); without one (a record not from
         # our fetcher) the host's own backoff says when.
         h.backoff += 1
-        wait = parse_retry_after(ra, now) if ra is not None else None
+        wait = parse_retry_after(ra, base) if ra is not None else None
         delay = min(wait, DAY) if wait is not None else backoff_delay(cfg, h.backoff)
-        h.next_allowed = now + max(floor, delay)
+        h.next_allowed = base + max(floor, delay)
         counted = attempts - 1 if attempts else 0  # a lease spent waiting is not an attempt
         disposition = "robots-wait"
         t.count("robots_waits")
     elif outcome in TRANSIENT or (outcome == "http-error" and isinstance(status, int) and status >= 500):
         h.backoff += 1
         h.failures += 1
-        delay = max(floor, backoff_delay(cfg, h.backoff, parse_retry_after(ra, now) if ra is not None else None))
+        delay = max(floor, backoff_delay(cfg, h.backoff, parse_retry_after(ra, base) if ra is not None else None))
         if h.failures >= cfg.park_after:
-            h.parked_until = now + cfg.park_seconds
+            h.parked_until = base + cfg.park_seconds
             delay = max(delay, cfg.park_seconds)
             parked = True
-        h.next_allowed = now + delay
+        h.next_allowed = base + delay
         fails += 1
         if fails >= cfg.max_retries:
             disposition = "dropped"
@@ -173,7 +179,7 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
         h.backoff = 0
         h.failures = 0
         h.parked_until = 0.0
-        h.next_allowed = now + floor
+        h.next_allowed = base + floor
         disposition = "deferred" if outcome == "deferred" else "done"
         t.count(disposition)
 

@@ -61,6 +61,10 @@ class Exchange:
     skipped: bool = False  # body not read (content type not wanted)
     ip: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # perf_counter() when the answer ended as we received it: its last body byte
+    # read, the error, or the headers of a body not wanted. A host's delay runs
+    # from here (crawl/frontier/complete.py), not from when the result is stored.
+    ended: float = 0.0
     decoded: bytes = b""  # first ``keep`` decoded bytes, when asked for
     _index: tuple[list[tuple[str, str]], dict[str, str]] | None = field(default=None, repr=False, compare=False)
 
@@ -208,6 +212,7 @@ async def exchange(
                     body.write(chunk)
                     if ex.truncated:
                         break
+                ex.ended = time.perf_counter()  # the last body byte is in
                 meter.finish()
                 ex.decoded = meter.text()
                 if meter.broken and not ex.failure:
@@ -226,7 +231,9 @@ async def exchange(
             if ex.response is not None:
                 ex.truncated = "time"
     finally:
+        # Not after release: closing a connection is not part of the answer.
+        ex.ended = ex.ended or time.perf_counter()
+        ex.timings["total"] = ex.ended - t0
         if resp is not None:
             await transport.release(resp)
-        ex.timings["total"] = time.perf_counter() - t0
     return ex

@@ -1,5 +1,15 @@
 """Politeness audit of a test web's request log (what the server saw, not what the crawler says).
 
+One reference point for every wait: the end of the previous answer as the
+server sent it (the log's ``end``: its last byte handed to the kernel, see
+:class:`crawl.testweb.server.RequestLog`) to the start of the next request
+(``start``: the server had its head). It is the crawler's rule seen from
+the other side: a host's delay, Crawl-delay, Retry-After and backoff run
+from the end of the answer as the crawler received it (its last body byte
+read, or the connection error), and a client cannot read a byte before the
+server wrote it, so a polite crawler never shows a short gap here.
+:data:`TOLERANCE` allows for the little the two clocks can differ.
+
 Six rules, each checked from server-side timestamps (monotonic ns):
 
 ``overlap``     two requests to one host in flight at the same time
@@ -40,6 +50,12 @@ import orjson
 from .rules import rules_disallow
 
 Violation = dict[str, Any]
+# Seconds of slack on every wait: the crawler schedules on the wall clock
+# (CLOCK_REALTIME, its answer's end converted from perf_counter, microseconds
+# off), the server stamps CLOCK_MONOTONIC, and a large answer's end is
+# stamped just after asyncio's writer handed over its last bytes, not before.
+# Loopback skew, not politeness: 5 ms of a 1 s delay.
+TOLERANCE = 0.005
 _ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt", "/policies/robots.txt")
 _SLOW_DOWN = (429, 503)  # the answers that ask a client to wait (RFC 6585 4, RFC 9110 15.6.4)
 
@@ -57,7 +73,7 @@ def audit(
     delay: float = 1.0,
     per_ip: int = 4,
     agent: str | None = None,
-    tolerance: float = 0.0,
+    tolerance: float = TOLERANCE,
     backoff: float | None = None,
 ) -> list[Violation]:
     """Every politeness violation in ``requests`` (log records), in a stable order.
@@ -209,7 +225,7 @@ def read_hosts(web_dir: Path) -> dict[str, dict[str, Any]]:
 
 def audit_dir(
     web_dir: Path, *, delay: float = 1.0, per_ip: int = 4, agent: str | None = None,
-    log: Path | None = None, tolerance: float = 0.0, backoff: float | None = None,
+    log: Path | None = None, tolerance: float = TOLERANCE, backoff: float | None = None,
 ) -> tuple[list[Violation], dict[str, Any]]:
     """Audit ``web_dir/requests.log`` (or ``log``) against ``web_dir``'s manifest."""
     reqs = read_log(log or web_dir / "requests.log")
@@ -219,5 +235,5 @@ def audit_dir(
     for v in violations:
         counts[v["rule"]] = counts.get(v["rule"], 0) + 1
     summary = {"kind": "audit", "requests": len(reqs), "violations": counts,
-               "delay": delay, "per_ip": per_ip, "backoff": backoff, "agent": agent}
+               "delay": delay, "per_ip": per_ip, "backoff": backoff, "agent": agent, "tolerance": tolerance}
     return violations, summary

@@ -8,7 +8,11 @@ endless, reset) get a task of their own.
 
 Every request is logged (see :class:`RequestLog`) with monotonic nanosecond
 times taken from ``time.monotonic_ns`` (CLOCK_MONOTONIC, shared by all
-processes on the machine), so a crawler's own timings can be compared.
+processes on the machine), so a crawler's own timings can be compared. The
+end of an answer is stamped when its last byte went to the kernel, never
+after: an end taken after the write (or after a drip's last pause) lagged by
+however long the process was descheduled, and the audit then saw a polite
+client ask again "too soon" (``make demo``: 0.940 s of a 1 s delay).
 """
 
 from __future__ import annotations
@@ -40,6 +44,14 @@ _conn_ids = itertools.count(1)
 
 class RequestLog:
     """Buffered NDJSON, one line per request; flushed every ~100 ms and on exit.
+
+    ``start`` is when the server had the whole request head; ``end`` when
+    the answer's last byte left the server: stamped just before the write that
+    handed it to the kernel whole, or when asyncio's writer drained the last
+    buffered byte of a large answer, or when the connection ended first (the
+    client hung up, a reset, a hang closed). A record waits in the connection
+    until its end is known, so a client cannot have read an answer's last
+    byte before its ``end``.
 
     Fields: start, end (monotonic ns), conn (connection id), addr (the
     loopback address the connection came in on), host, method, path (the
@@ -143,16 +155,41 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         self.id = next(_conn_ids)
         self.addr = transport.get_extra_info("sockname")[0]
+        # Paused whenever a byte is left in asyncio's buffer, resumed when the
+        # last one went to the kernel: that moment is the end of a large answer.
+        transport.set_write_buffer_limits(high=0)
+        self.sent = 0  # monotonic ns: the current answer's last byte left (0: not yet)
+        self.lost = 0  # monotonic ns: the connection ended
+        self.unsent: list[dict[str, Any]] = []  # log records whose last bytes are still buffered
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = time.monotonic_ns()
         self.closed = True
         self.writable.set()
+        self._settle(self.lost, "client-closed")
 
     def pause_writing(self) -> None:
         self.writable.clear()
 
     def resume_writing(self) -> None:
+        self.sent = time.monotonic_ns()
         self.writable.set()
+        self._settle(self.sent)
+
+    def _out(self, data: bytes) -> None:
+        """Write, stamping ``sent`` before the syscall: a client cannot read a byte sooner."""
+        at = time.monotonic_ns()
+        self.transport.write(data)
+        self.sent = 0 if self.transport.get_write_buffer_size() else at  # else resume_writing stamps it
+
+    def _settle(self, end: int, outcome: str | None = None) -> None:
+        """Log the answers that waited for their last byte to leave."""
+        for rec in self.unsent:
+            rec["end"] = end
+            if outcome:
+                rec["outcome"] = outcome
+            self.server.log.add(rec)
+        self.unsent.clear()
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -160,9 +197,13 @@ class Connection(asyncio.Protocol):
             self.process()
 
     def _log(self, start: int, req: Request, status: int, nbytes: int, outcome: str = "ok",
-             resp: Response | None = None) -> None:
+             resp: Response | None = None, end: int = 0) -> None:
+        """Log one answer; its ``end`` is ``end``, else when its last byte left (see RequestLog)."""
+        end = end or self.sent
+        if self.lost and (not end or self.lost < end):
+            end = self.lost  # the connection was gone before the rest was written
         rec = {
-            "start": start, "end": time.monotonic_ns(), "conn": self.id, "addr": self.addr,
+            "start": start, "end": end, "conn": self.id, "addr": self.addr,
             "host": req.host, "method": req.method, "path": req.target, "status": status,
             "bytes": nbytes, "ua": req.headers.get("user-agent", ""), "outcome": outcome,
         }
@@ -170,6 +211,10 @@ class Connection(asyncio.Protocol):
             wait = retry_after_of(resp.headers)
             if wait is not None:
                 rec["retry_after"] = wait
+        if not self.lost and self.transport.get_write_buffer_size():
+            self.unsent.append(rec)  # end: when the buffer drains (resume_writing) or the connection ends
+            return
+        rec["end"] = end or time.monotonic_ns()
         self.server.log.add(rec)
 
     def process(self) -> None:
@@ -180,6 +225,7 @@ class Connection(asyncio.Protocol):
                     self._bad(431)
                 return
             start = time.monotonic_ns()
+            self.sent = 0
             req, keep_alive, body_len = _parse(self.buf[:end])
             if len(self.buf) < end + 4 + body_len:
                 return
@@ -218,7 +264,7 @@ class Connection(asyncio.Protocol):
             head = resp.head + self.server.date.get() + b"\r\n"
         else:
             head = head_bytes(resp, self.server.date.get(), length, True)
-        self.transport.write(head + body)
+        self._out(head + body)
         if not keep_alive:
             self.transport.close()
             self.closed = True
@@ -228,8 +274,8 @@ class Connection(asyncio.Protocol):
         """Write with backpressure; yield to other connections every time."""
         if self.closed:
             return False
-        self.transport.write(data)
-        await self.writable.wait()
+        self._out(data)
+        await self.writable.wait()  # the whole buffer drained (high-water mark 0)
         await asyncio.sleep(0)
         return not self.closed
 
@@ -238,6 +284,7 @@ class Connection(asyncio.Protocol):
         sock = self.transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sent = time.monotonic_ns()  # the answer ends with the reset
         self.transport.abort()
         self.closed = True
 
@@ -251,6 +298,7 @@ class Connection(asyncio.Protocol):
             elif resp.action == "hang":
                 await self._wait_closed(resp.delay)
                 outcome = "hang"
+                self.sent = time.monotonic_ns()  # nothing was sent: it ends when we hang up
                 self.transport.close()
                 self.closed = True
             elif resp.action == "reset-head":
