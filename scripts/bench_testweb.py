@@ -9,7 +9,7 @@ the cold figure (pages generated on demand, per CPU-second) is printed too. With
 falls back to a Python load generator and says so (that one is slower than
 the server, so its figure is a lower bound).
 
-    python scripts/bench_testweb.py [--seconds 5] [--connections 64]
+    python scripts/bench_testweb.py [--seconds 5] [--connections 64] [--profile both]
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ def ensure_wrk() -> str | None:
     return shutil.which("wrk")
 
 
-def start(out: Path, hosts: int, pages: int) -> tuple[subprocess.Popen[bytes], dict]:
+def start(out: Path, hosts: int, pages: int, profile: str) -> tuple[subprocess.Popen[bytes], dict]:
     cmd = [sys.executable, "-m", "crawl", "testweb", "serve", "--out", str(out), "--hosts", str(hosts),
-           "--pages", str(pages), "--mix", "plain", "--addresses", "4", "--clock", "1780000000"]
+           "--pages", str(pages), "--mix", "plain", "--addresses", "4", "--clock", "1780000000",
+           "--profile", profile]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0", *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
@@ -131,14 +132,15 @@ def run_python(port: int, urls: list[tuple[str, str, str]], seconds: int, conns:
     return sum(count) / seconds
 
 
-def generation_rate(n_hosts: int = 40, pages: int = 50) -> float:
+def generation_rate(profile: str, n_hosts: int = 40, pages: int = 50) -> float:
     """Pages per CPU-second the router produces for never-seen pages (the cold path)."""
     sys.path.insert(0, str(ROOT))
-    from crawl.testweb import Clock, Web, WebConfig, content
+    from crawl.testweb import Clock, Web, WebConfig, content, realistic
     from crawl.testweb.router import Request, Router
 
     content._pool()  # built once per process, at the first page
-    web = Web(WebConfig(seed=1, hosts=n_hosts, pages=pages, port=8080, mix="plain"))
+    realistic._code_pool(), realistic._table_pool()
+    web = Web(WebConfig(seed=1, hosts=n_hosts, pages=pages, port=8080, mix="plain", profile=profile))
     router = Router(web, Clock(1_780_000_000))
     reqs = [Request("GET", web.path(k), web.host_name(i)) for i in range(n_hosts) for k in range(pages)]
     t0 = time.process_time()
@@ -153,11 +155,18 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--hosts", type=int, default=50)
     ap.add_argument("--pages", type=int, default=20)
+    ap.add_argument("--profile", choices=["synthetic", "realistic", "both"], default="both",
+                    help="which tier of pages (crawl testweb serve --profile)")
     args = ap.parse_args()
     wrk = ensure_wrk()
+    for profile in ("synthetic", "realistic") if args.profile == "both" else (args.profile,):
+        one_tier(args, wrk, profile)
+
+
+def one_tier(args: argparse.Namespace, wrk: str | None, profile: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "web"
-        proc, ready = start(out, args.hosts, args.pages)
+        proc, ready = start(out, args.hosts, args.pages, profile)
         try:
             port = ready["port"]
             urls = targets(out)
@@ -175,15 +184,15 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(10)
-    print(f"testweb: {rate:,.0f} pages/s served from one core ({tool}; "
+    print(f"testweb [{profile}]: {rate:,.0f} pages/s served from one core ({tool}; "
           f"{len(urls):,} distinct pages, {avg / 1024:.1f} KiB average; target {TARGET:,}) "
           f"ratio {rate / TARGET:.1f}x target")
-    print(f"testweb: {served / cpu:,.0f} pages per CPU-second of the server process "
+    print(f"testweb [{profile}]: {served / cpu:,.0f} pages per CPU-second of the server process "
           f"({served:,} pages in {cpu:.2f} s of user+system CPU; kernel softirq work not counted)")
-    gen = generation_rate()
-    print(f"testweb: {gen:,.0f} cold pages per CPU-second (first request of a page: generated, "
+    gen = generation_rate(profile)
+    print(f"testweb [{profile}]: {gen:,.0f} cold pages per CPU-second (first request of a page: generated, "
           f"in-process; warm-up over HTTP with one httpx client ran at {cold:,.0f} pages/s)")
-    print(f"testweb: {logged:,} requests in the log")
+    print(f"testweb [{profile}]: {logged:,} requests in the log")
 
 
 if __name__ == "__main__":
