@@ -52,6 +52,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_testweb import ensure_tool  # noqa: E402 - after the path it needs
+
 OUT = ROOT / "bench-out" / "run"
 HOSTS = int(os.environ.get("BENCH_HOSTS", "2000"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "40"))
@@ -214,20 +217,8 @@ def bench_crawl(web: Web, delay: str, limit: float, one: bool) -> dict[str, Any]
     return r
 
 
-def ensure_wget() -> str | None:
-    found = shutil.which("wget")
-    if found:
-        return found
-    if shutil.which("apt-get") and os.geteuid() == 0:
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-        if subprocess.run(["apt-get", "install", "-y", "wget"], **quiet).returncode != 0:
-            subprocess.run(["apt-get", "update"], **quiet)
-            subprocess.run(["apt-get", "install", "-y", "wget"], **quiet)
-    return shutil.which("wget")
-
-
 def bench_wget(web: Web, delay: str, limit: float, one: bool) -> dict[str, Any] | None:
-    wget = ensure_wget()
+    wget = ensure_tool("wget")
     if wget is None:
         print("wget: skipped (not installed, and apt-get install -y wget failed)")
         return None

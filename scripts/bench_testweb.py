@@ -43,16 +43,18 @@ def count_log(out: Path) -> int:
         return sum(1 for _ in f)
 
 
-def ensure_wrk() -> str | None:
-    found = shutil.which("wrk")
+def ensure_tool(name: str) -> str | None:
+    """The path of a command, installed from Debian's package of that name when
+    missing (as root, ``apt-get update`` only if the first try fails); None if not."""
+    found = shutil.which(name)
     if found:
         return found
     if shutil.which("apt-get") and os.geteuid() == 0:
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-        if subprocess.run(["apt-get", "install", "-y", "wrk"], **quiet).returncode != 0:
+        if subprocess.run(["apt-get", "install", "-y", name], **quiet).returncode != 0:
             subprocess.run(["apt-get", "update"], **quiet)
-            subprocess.run(["apt-get", "install", "-y", "wrk"], **quiet)
-    return shutil.which("wrk")
+            subprocess.run(["apt-get", "install", "-y", name], **quiet)
+    return shutil.which(name)
 
 
 def start(out: Path, hosts: int, pages: int, profile: str) -> tuple[subprocess.Popen[bytes], dict]:
@@ -158,7 +160,7 @@ def main() -> None:
     ap.add_argument("--profile", choices=["synthetic", "realistic", "both"], default="both",
                     help="which tier of pages (crawl testweb serve --profile)")
     args = ap.parse_args()
-    wrk = ensure_wrk()
+    wrk = ensure_tool("wrk")
     for profile in ("synthetic", "realistic") if args.profile == "both" else (args.profile,):
         one_tier(args, wrk, profile)
 

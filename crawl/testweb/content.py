@@ -142,19 +142,26 @@ def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> byte
         header = f"<header><p>Printed from {html.escape(canonical)}</p></header>"
     else:
         header = f'<header><div class="logo">{web.host_name(src)}</div><nav>{nav_html}</nav></header>'
+    changing, ad, footer = chrome(web, spec, src, version, variant)
+    imgs = "".join(f'<img src="{html.escape(lk.href)}" alt="figure">' for lk in images)
+    article = _article(spec, src, body_links)
+    body = ["<body>", header, "<main><article>", f"<h1>{html.escape(title)}</h1>", changing,
+            article, imgs, "</article>", ad, "</main>", footer, "</body>", "</html>"]
+    return "\n".join(head + body).encode()
+
+
+def chrome(web: Web, spec: PageSpec, src: int, version: int, variant: str) -> tuple[str, str, str]:
+    """(revision note, ad block, footer) of an ordinary page, the same in both profiles:
+    the note changes with the page's version, the ad with the ``ref`` variant."""
     changing = ""
     if spec.change_period is not None:
         changing = (f'<p class="updated">Revision {version}: '
-                    f"{_words(('rev', src, k, version), 40)}</p>")
-    imgs = "".join(f'<img src="{html.escape(lk.href)}" alt="figure">' for lk in images)
-    article = _article(spec, src, body_links)
+                    f"{_words(('rev', src, spec.k, version), 40)}</p>")
     ad_key = (src, spec.path, variant if variant == "ref" else "")
     ad = "" if variant == "print" else f'<aside class="ad">{_words(("ad",) + ad_key, 25)}</aside>'
     footer = "" if variant == "print" else (
         f"<footer><p>{_BOILER}</p><p>&copy; 2026 {web.host_name(src)}</p></footer>")
-    body = ["<body>", header, "<main><article>", f"<h1>{html.escape(title)}</h1>", changing,
-            article, imgs, "</article>", ad, "</main>", footer, "</body>", "</html>"]
-    return "\n".join(head + body).encode()
+    return changing, ad, footer
 
 
 def simple_html(title: str, links: list[tuple[str, str]], text_seed: object, words: int = 120) -> bytes:

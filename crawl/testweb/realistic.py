@@ -274,7 +274,7 @@ def _a(link: Link) -> str:
 
 def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> bytes:
     """The bytes of a realistic page (``variant``: a near-duplicate variant or '')."""
-    from .content import _BOILER, _words
+    from .content import _words, chrome
 
     spec = web.page(i, k)
     host = web.host(i)
@@ -299,9 +299,7 @@ def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> byte
         top = f'<header class="m"><button>Menu</button></header>\n<details>{side}</details>'
     else:
         top = f'<header><div class="logo">{name}</div></header>\n{side}'
-    changing = ""
-    if spec.change_period is not None:
-        changing = f'<p class="updated">Revision {version}: {_words(("rev", src, k, version), 40)}</p>'
+    changing, ad, footer = chrome(web, spec, src, version, variant)
     r = _rng("rbody", src, k)
     fixed = sum(map(len, head)) + len(top) + len(changing) + 600 + 90 * len(body)
     blocks = _filler(spec.kind, r, spec.size - fixed)
@@ -321,9 +319,6 @@ def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> byte
             parts.append(f"<p>See {_a(link)} for more.</p>")
     parts += blocks[b:]
     imgs = "".join(f'<img src="{html.escape(lk.href)}" alt="figure">' for lk in images)
-    ad_key = (src, spec.path, variant if variant == "ref" else "")
-    ad = "" if variant == "print" else f'<aside class="ad">{_words(("ad",) + ad_key, 25)}</aside>'
-    footer = "" if variant == "print" else f"<footer><p>{_BOILER}</p><p>&copy; 2026 {name}</p></footer>"
     out = [*head, top, "<main><article>", f"<h1>{html.escape(title)}</h1>", changing, "\n".join(parts),
            imgs, "</article>", ad, "</main>", footer, "</body>\n</html>\n"]
     return "\n".join(out).encode()
