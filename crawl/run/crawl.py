@@ -65,6 +65,10 @@ from .scope import Scope
 from .stats import RUN_STATUS
 
 FAILURES = frozenset({"timeout", "connect-error", "dns-error", "protocol-error", "http-error"})
+# Longest wait of the lease loop with nothing to lease: completions and new
+# links wake it at once; this bounds what nobody announces (another process's
+# frontier add, an expired lease, a stop).
+LEASE_POLL = 0.1
 _DUE_CHUNK = 10_000  # URLs the freshness model hands over per transaction at a cycle's start
 
 
@@ -190,6 +194,17 @@ class Crawl:
         # news for the operator (a host starts or stops waiting on its robots.txt)
         self.notify: Callable[[str], None] = _say
         self.heartbeat = 10.0  # seconds between status writes (the display's interval)
+        # Wake-ups, not polling: the lease loop waits on `wake` (set when results
+        # complete leases, links reach the frontier or a signal stops leasing),
+        # so a host is leased again as soon as its last fetch completes; the
+        # parse task waits on `fed` (set when results reach the spool). loop.py
+        # sets the two hooks to reach parse processes: results for them
+        # (on_results), and their links for the parent (on_links).
+        self.wake = threading.Event()
+        self.fed = threading.Event()
+        self.on_results: Callable[[], None] | None = None
+        self.on_links: Callable[[], None] | None = None
+        self.next_poll = 0.0  # the lease loop's next write transaction with no host due
 
     def close(self) -> None:
         self.recrawler.close()
@@ -350,7 +365,7 @@ class Crawl:
                     self.stopping = "max-pages"
                     break
                 if left <= 0:
-                    time.sleep(0.02)  # the budget is all in flight: wait for results
+                    self._pause(LEASE_POLL)  # the budget is all in flight: wait for results
                     continue
                 n = min(size, left)
             if now >= self.deadline:
@@ -362,17 +377,22 @@ class Crawl:
                 continue
             if self.opts.recrawl and now >= self.next_recrawl:
                 self._enqueue_recrawl(now, size)
-            leases = self.frontier.next(n, self.opts.lease_seconds, now)
-            if leases:
-                self.last_lease = now
-                with self._outstanding_lock:
-                    self.outstanding += len(leases)
-                yield Batch(leases)
-                continue
+            # A read first: a write transaction (and its fsync) only when a host is
+            # due, or once a second for what next_due cannot see (expired leases).
+            due = self.frontier.next_due(now)
+            if (due is not None and due <= now) or now >= self.next_poll:
+                self.next_poll = now + 1.0
+                self.progress.add("lease/next")
+                leases = self.frontier.next(n, self.opts.lease_seconds, now)
+                if leases:
+                    self.last_lease = now
+                    with self._outstanding_lock:
+                        self.outstanding += len(leases)
+                    yield Batch(leases)
+                    continue
             if self.finished() and not self.opts.recrawl and self.node is None:  # (shared: idle only)
                 self.stopping = "done"
                 break
-            due = self.frontier.next_due(now)
             if now - self.last_lease > b.idle_exit and (due is None or due - now > b.idle_exit) \
                     and not self.opts.recrawl and not self.frontier.pending()["in_flight"] \
                     and not self.backlog() and (self.node is None or self.node.idle()):
@@ -381,7 +401,21 @@ class Crawl:
                 # an empty pipeline is idle.
                 self.stopping = "idle"
                 break
-            time.sleep(0.02 if due is None else min(max(due - now, 0.002), 0.1))
+            # Due but not leased (its address is busy) or nothing due: only a
+            # completion or new links change that, and they wake the loop.
+            wait = LEASE_POLL if due is None or due <= now else min(due - now, LEASE_POLL)
+            self._pause(min(wait, max(self.deadline - now, 0.0)))
+
+    def _pause(self, seconds: float) -> None:
+        """Wait until something may be leasable: a wake-up, or ``seconds`` (a due time).
+
+        Counted, so tests can tell a loop that waits for completions from one
+        that polls (``lease/waits``, ``lease/woken`` in the status counts).
+        """
+        self.progress.add("lease/waits")
+        if self.wake.wait(seconds):
+            self.progress.add("lease/woken")
+        self.wake.clear()  # whatever set it is seen by the next round
 
     def _enqueue_recrawl(self, now: float, size: int) -> None:
         """Once a second: re-admit what the freshness model says is due, within
@@ -420,11 +454,15 @@ class Crawl:
         if self.node is not None:
             self.node.saw(recs)  # host -> IP pairs, for the per-IP shares
         self.log.write(event_of(r, now) for r in recs)
+        self.fed.set()
+        if self.on_results is not None:
+            self.on_results()
         for ev in self.frontier.complete(recs, now):
             if "robots_wait" in ev or "robots_resumed" in ev:
                 text = wait_notice(ev, now)
                 if text:
                     self.notify(text)
+        self.wake.set()  # the hosts are free again: lease now, not at the next poll
         pages = 0
         for r in recs:
             outcome = r.get("outcome", "?")
@@ -500,6 +538,10 @@ class Crawl:
         counts = self.admit(links, now)
         for k, v in counts.items():
             self.progress.add(f"links/{k}", v)
+        if counts.get("added"):
+            self.wake.set()
+            if self.on_links is not None:
+                self.on_links()
         if events:
             self.log.write(events)
         if graph:
@@ -517,7 +559,13 @@ class Crawl:
                 continue
             if done:
                 return
-            await trio.sleep(0.05)
+            await self.wait_fed(0.05)
+
+    async def wait_fed(self, seconds: float) -> None:
+        """Until results reach the spool (write_results), at most ``seconds``."""
+        if not self.fed.is_set():
+            await trio.to_thread.run_sync(self.fed.wait, seconds, abandon_on_cancel=True)
+        self.fed.clear()
 
     # -- status --------------------------------------------------------------
 

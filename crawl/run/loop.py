@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import trio
@@ -45,6 +45,7 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
                     cancel.cancel()  # second signal: stop now
                     return
                 crawl.stopping = f"signal {signal.Signals(signum).name}"
+                crawl.wake.set()  # the lease loop sees it now, not after its wait
                 report.warn(f"{signal.Signals(signum).name}: no new leases; finishing in-flight "
                             f"fetches (up to {crawl.opts.grace:.0f} s; again to stop now)")
                 cancel.deadline = min(cancel.deadline, trio.current_time() + crawl.opts.grace)
@@ -108,23 +109,38 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
 # spool) and `finished()` still sees their work through the spool counts.
 
 
-def _child_main(root: str, opts: RunOptions, line: Any) -> None:
+def _child_main(root: str, opts: RunOptions, line: Any, news: Any = None) -> None:
     """Entry point of one parse process (spawned; ignores Ctrl-C: the parent decides).
 
     ``line`` is the child's end of its :class:`~crawl.core.Lifeline`: the
-    parent says ``done`` (finish what is queued) or ``stop`` (leave the rest
-    in the spool) through it, and the child exits when the parent is gone.
+    parent says ``done`` (finish what is queued), ``stop`` (leave the rest
+    in the spool) or ``more`` (results are in the spool) through it, and the
+    child exits when the parent is gone. ``news`` goes the other way: the
+    child says ``ready`` once its crawl directory is open (until then the
+    parent parses itself) and ``links`` when it put URLs in the frontier
+    (the parent's lease loop wakes instead of polling).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    done, stop = threading.Event(), threading.Event()
+    done, stop, more = threading.Event(), threading.Event(), threading.Event()
 
     def heard(message: bytes) -> None:
-        (stop if message == _STOP else done).set()
+        if message != _MORE:
+            (stop if message == _STOP else done).set()
+        more.set()  # stop waiting: there is work, or an order
+
+    def say(message: bytes) -> None:
+        try:
+            if news is not None:
+                news.send_bytes(message)
+        except OSError:
+            pass  # the parent is gone: the lifeline ends this process
 
     hold_lifeline(line, heard)
     try:
         crawl = Crawl(CrawlDir(root), opts, child=True)  # under the parent's dir lock
+        crawl.on_links = lambda: say(_LINKS)
+        say(_READY)
         try:
             while not stop.is_set():
                 finishing = done.is_set()
@@ -132,7 +148,8 @@ def _child_main(root: str, opts: RunOptions, line: Any) -> None:
                     continue
                 if finishing:
                     return
-                time.sleep(0.05)
+                more.wait(0.05)
+                more.clear()
         finally:
             crawl.close()
     except CrawlError as exc:  # one line, as the parent's boundary writes its own (a full disk...)
@@ -141,7 +158,38 @@ def _child_main(root: str, opts: RunOptions, line: Any) -> None:
         sys.exit(ExitStatus.ERROR)
 
 
-_DONE, _STOP = b"done", b"stop"
+_DONE, _STOP, _MORE = b"done", b"stop", b"more"  # parent -> child (lifeline)
+_READY, _LINKS = b"ready", b"links"  # child -> parent (news)
+
+
+def _listen(crawl: Crawl, news: list[Any], ready: threading.Event) -> None:
+    """The parent's ear (a thread): children's ``ready`` and ``links`` until all hang up."""
+    from multiprocessing.connection import wait
+
+    open_ = list(news)
+    try:
+        while open_:
+            for conn in wait(open_):
+                try:
+                    message = conn.recv_bytes()
+                except (EOFError, OSError):
+                    open_.remove(conn)
+                    continue
+                if message == _READY:
+                    ready.set()
+                elif message == _LINKS:
+                    crawl.wake.set()
+    except (OSError, ValueError):
+        return  # closed under us at the end of the run
+
+
+async def _parse_until_ready(crawl: Crawl, ready: threading.Event) -> None:
+    """Parse in this process while no child can: a spawned child takes about a
+    second to import and open the crawl directory, and the seed's links should
+    not wait for it (issue 19: links in the frontier within 50 ms of the response)."""
+    while not ready.is_set() and not crawl.fetch_done and not crawl.stopping.startswith("signal"):
+        if not await trio.to_thread.run_sync(crawl.process_one_batch):
+            await crawl.wait_fed(0.05)
 
 
 async def _process_children(crawl: Crawl) -> None:
@@ -153,10 +201,17 @@ async def _process_children(crawl: Crawl) -> None:
     # children, which die with this process, are gone.
     ctx = multiprocessing.get_context("spawn")
     lines = [Lifeline() for _ in range(crawl.opts.parse_procs)]
-    procs = [ctx.Process(target=_child_main, args=(str(crawl.cdir.root), crawl.opts, line.reader),
+    news = [ctx.Pipe(duplex=False) for _ in lines]  # (parent's read end, child's write end)
+    procs = [ctx.Process(target=_child_main, args=(str(crawl.cdir.root), crawl.opts, line.reader, w),
                          name=f"crawl-parse-{i}", daemon=True)
-             for i, line in enumerate(lines)]
+             for i, (line, (_, w)) in enumerate(zip(lines, news, strict=True))]
     told: set[bytes] = set()
+    ready = threading.Event()
+    ear: threading.Thread | None = None
+
+    def more() -> None:  # from write_results: results are in the spool
+        for line in lines:
+            line.send(_MORE)
 
     def tell(message: bytes) -> None:
         if message not in told:
@@ -165,24 +220,24 @@ async def _process_children(crawl: Crawl) -> None:
                 line.send(message)
 
     try:
-        for p, line in zip(procs, lines, strict=True):
+        for p, line, (_, w) in zip(procs, lines, news, strict=True):
             p.start()
             line.drop_reader()
-        while not crawl.fetch_done:
-            if crawl.stopping.startswith("signal"):
-                tell(_STOP)  # the rest waits in the spool for the next run
-            for p in procs:
-                if not p.is_alive() and p.exitcode not in (0, None):
-                    said = " on the error above" if p.exitcode == ExitStatus.ERROR else ""
-                    raise CrawlError(f"parse process {p.name} stopped{said} (exit {p.exitcode}); "
-                                     "the crawl stopped, its work is safe in the spool: run again")
-            await trio.sleep(0.2)
+            w.close()  # the child has its own: end of file once every child is gone
+        crawl.on_results = more
+        ear = threading.Thread(target=_listen, args=(crawl, [r for r, _ in news], ready),
+                               name="crawl-parse-news", daemon=True)
+        ear.start()
+        async with trio.open_nursery() as bridge:
+            bridge.start_soon(_parse_until_ready, crawl, ready)
+            await _watch_children(crawl, procs, tell)
         tell(_DONE)
         if crawl.stopping.startswith("signal"):
             tell(_STOP)
         for p in procs:
             await trio.to_thread.run_sync(p.join)
     finally:
+        crawl.on_results = None
         tell(_STOP)
         for p in procs:
             if p.pid is None:
@@ -193,3 +248,20 @@ async def _process_children(crawl: Crawl) -> None:
                 p.join()
         for line in lines:
             line.close()
+        if ear is not None:
+            ear.join(1)  # the children are gone: it has read their end of file
+        for r, _ in news:
+            r.close()
+
+
+async def _watch_children(crawl: Crawl, procs: list[Any], tell: Callable[[bytes], None]) -> None:
+    """Until fetching is done: pass a stop on, and end the crawl if a child died."""
+    while not crawl.fetch_done:
+        if crawl.stopping.startswith("signal"):
+            tell(_STOP)  # the rest waits in the spool for the next run
+        for p in procs:
+            if not p.is_alive() and p.exitcode not in (0, None):
+                said = " on the error above" if p.exitcode == ExitStatus.ERROR else ""
+                raise CrawlError(f"parse process {p.name} stopped{said} (exit {p.exitcode}); "
+                                 "the crawl stopped, its work is safe in the spool: run again")
+        await trio.sleep(0.2)
