@@ -116,8 +116,11 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     Frontier, fetch, dedupe, parse and seen, wired together with the same
     library functions as the separate commands and a durable spool between
     fetching and parsing, so a crash anywhere loses nothing. Running the same
-    command again on the same --dir resumes where it stopped; seeds already
-    seen are not added twice. A resumed run first checks the tails of the
+    command again on the same --dir resumes where it stopped, and once that
+    cycle has finished starts the next (--cycle): the seeds again and what
+    the freshness model says is due, fetched with conditional requests.
+    Budgets are per run: --max-pages counts this run's pages (exactly:
+    never more), --duration this run's time. A resumed run first checks the tails of the
     WARC files the last run wrote: a file cut short since is said on stderr
     and its pages are fetched again (`crawl check` checks everything). A
     full disk stops the run with one line naming the file (exit status 1);
@@ -180,8 +183,10 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
             report.warn(line)
         reseed = _cycle(crawl, urls, report)
         _remember_seeds(crawl, urls, reseed)
-        if not urls and not reseed and crawl.finished() and not crawl.stopping and not opts.cluster:
-            raise UsageError("nothing to crawl: give seed URLs (arguments or --seeds FILE)")
+        if crawl.finished() and not crawl.stopping and not opts.cluster and not (urls and opts.recrawl):
+            raise UsageError("nothing to crawl: " + (
+                "every seed is done in this cycle; --cycle auto (the default) or new starts the next"
+                if urls else "give seed URLs (arguments or --seeds FILE)"))
         import trio
 
         final = trio.run(run_crawl, crawl, display, report)

@@ -162,3 +162,37 @@ def test_the_readme_cron_line_crawls_again_every_night(tmp_path: Path) -> None:
                     assert page["obs"][-1][1] == 0, url
         finally:
             model.close()
+
+
+def test_a_new_cycle_with_the_separate_commands(tmp_path: Path) -> None:
+    """The README's pipeline way (The frontier, Cycles): new-cycle, the seeds to
+    ``frontier add`` directly (``crawl seen`` would filter them), then what is due."""
+    with start_testweb(tmp_path / "w", hosts=2, seed=22, pages=3, links=2, mix="plain") as web:
+        d = tmp_path / "c"
+        with Recrawler(CrawlDir(d)) as rc:
+            rc.configure(min_interval=1.0, max_interval=1.0)
+        subprocess.run([*CRAWL, "run", "--dir", str(d), "--seeds", str(web.seeds_file), "--resolve-file",
+                        str(web.hosts_file), "--allow-private", *TEST_FLAGS], check=True, capture_output=True,
+                       timeout=240)
+        seeds = web.seeds_file.read_text()
+
+        def sh(*cmd: str, stdin: str = "") -> str:
+            p = subprocess.run([*CRAWL, *cmd], input=stdin, capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, (cmd, p.stderr[-2000:])
+            return p.stdout
+
+        def queued() -> int:
+            return int(orjson.loads(sh("frontier", "stats", "--dir", str(d), "--json"))["queued"])
+
+        assert queued() == 0
+        sh("frontier", "new-cycle", "--dir", str(d))
+        assert sh("seen", "--dir", str(d), stdin=seeds) == ""  # why the seeds bypass crawl seen
+        sh("frontier", "add", "--dir", str(d), stdin=seeds)
+        assert queued() == len(seeds.split())
+        time.sleep(1.5)  # the model's interval (1 s) has passed for every page
+        sh("recrawl", "--dir", str(d), "--enqueue", "--limit", "100000")
+        stored = {e["url"] for e in read_log(d / "log") if e.get("outcome") == "ok"}
+        assert queued() == len(stored)  # every stored page is due again; the seeds once
+        leased = {x["url"] for x in map(orjson.loads, sh("frontier", "next", "--dir", str(d), "-n", "100")
+                                        .splitlines())}
+        assert set(seeds.split()) <= leased
