@@ -31,6 +31,7 @@ from .crawl import Crawl
 
 HANDOFF_EVERY = 0.25  # seconds between handoff/sweep rounds
 RESTART_MAX = 10.0  # longest wait before starting a bridge that exited again
+NO_MAP_WARN = 15.0  # seconds without a shard map before the run says so
 
 
 def bridge_argv(crawl: Crawl, fd: int) -> list[str]:
@@ -88,6 +89,7 @@ async def cluster_tasks(crawl: Crawl, report: Report) -> None:
     bridge = Bridge(crawl)
     bridge.start()
     wait, restart_at, started = 1.0, 0.0, time.time()
+    first, warned = started, False
     try:
         while True:
             code, now = bridge.exited(), time.time()
@@ -100,6 +102,11 @@ async def cluster_tasks(crawl: Crawl, report: Report) -> None:
                 bridge.start()
                 restart_at, started = 0.0, now
                 wait = min(wait, RESTART_MAX)
+            if not warned and node.map.epoch < 0 and now - first > NO_MAP_WARN:
+                warned = True
+                report.warn(f"no shard map from the cluster after {NO_MAP_WARN:.0f} s: nothing is leased "
+                            f"until one comes; can the bridge reach {crawl.opts.cluster}, and was "
+                            f"`crawl cluster init --crawl {crawl.opts.cluster_crawl}` run? (its log: {bridge.log})")
             await trio.to_thread.run_sync(_handoff_round, crawl)
             await trio.sleep(HANDOFF_EVERY)
     finally:
