@@ -187,6 +187,8 @@ def _model(utf8: bytes, end: int) -> tuple[int, str] | None:
     attrs = low.count(b"<") >= MODEL_ATTRIBUTE_TAGS and _attribute_bound(low) > ATTRIBUTE_TOTAL
     if not (walks or attrs):
         return None  # neither budget can be reached: no tokens needed (a head of 200,000 <link>)
+    if not walks:  # attributes alone: tokens read only as far as the count passes its budget
+        return _attribute_cut(low)
     tokens = _TOKEN.findall(low)
     cut, reason = len(tokens), ""
     # an attribute takes two bytes at least (a name and what ends it): fewer bytes, no count
@@ -215,6 +217,26 @@ def _attribute_bound(low: bytes) -> int:
     """
     return (low.count(b" ") + low.count(b"\t") + low.count(b"\n") + low.count(b"\r") + low.count(b"\f")
             + low.count(b"/") + low.count(b'"') + low.count(b"'"))
+
+
+def _attribute_cut(low: bytes, budget: int = ATTRIBUTE_TOTAL) -> tuple[int, str] | None:
+    """The same count as :func:`_attribute_total`, tokenizing lazily: the page
+    is read a thousand tokens at a time and no further than the cut, whose
+    offset comes with its token (a page of 15-attribute tags cut a third of
+    the way in was read whole, then again to the cut)."""
+    count = _ONE.findall
+    total = 0
+    tokens = _TOKEN.finditer(low)
+    while group := list(islice(tokens, _TOKENS_PER_COUNT)):
+        parts = [(t[1], t[4]) for t in (m.groups(b"") for m in group)]
+        n = len(count(b" ".join(a + b" " + b for a, b in parts)))
+        if total + n > budget:
+            for m, (a, b) in zip(group, parts, strict=True):
+                total += len(count(a)) + len(count(b))
+                if total > budget:
+                    return m.start(), "attributes"
+        total += n
+    return None
 
 
 def _attribute_total(tokens: list[tuple[bytes, ...]], budget: int) -> int | None:

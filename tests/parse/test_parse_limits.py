@@ -39,6 +39,8 @@ from crawl.parse.budget import (
     MAX_TAGS,
     STACK_STEPS,
     _attribute_bound,
+    _attribute_cut,
+    _attribute_total,
 )
 from crawl.parse.links import ANCHOR_NODES, FACT_ELEMENTS, MAX_WALKED, anchor_text
 from crawl.parse.pages import PageResult, parse_body
@@ -238,3 +240,15 @@ def test_the_attribute_bound_is_never_below_the_attributes_counted(page: bytes) 
     tokens = _TOKEN.findall(low)
     counted = sum(len(_ONE.findall(t[1])) + len(_ONE.findall(t[4])) for t in tokens)
     assert _attribute_bound(low) >= counted
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SOUP, st.integers(0, 40))
+def test_the_lazy_attribute_count_cuts_where_the_whole_count_does(page: bytes, budget: int) -> None:
+    """Pages that only the attribute budget can stop are tokenized lazily, up to
+    the cut; the cut must be the token where the count over all tokens passes."""
+    low = page.lower()
+    tokens = _TOKEN.findall(low)
+    i = _attribute_total(tokens, budget)
+    want = None if i is None else (next(m for k, m in enumerate(_TOKEN.finditer(low)) if k == i).start(), "attributes")
+    assert _attribute_cut(low, budget) == want
