@@ -222,13 +222,21 @@ def test_three_nodes_crawl_what_one_would_politely(web: TestWeb, cluster3: DevCl
     assert_polite(web, mark)
 
 
+def crawl_under_way(web: TestWeb, cluster: DevCluster, name: str,
+                    root: Path) -> tuple[set[str], int, dict[str, subprocess.Popen[bytes]]]:
+    """Three nodes crawling, a quarter of the web stored: the moment to break something.
+    Returns what the crawl must store, the request log's mark and the nodes."""
+    want = reachable(web)
+    init(cluster, name)
+    mark = len(web.requests())
+    procs = {n: start_node(web, cluster, name, root, n) for n in NODES}
+    until(lambda: pages_now(root) >= len(want) // 4, 180, "the crawl did not get going")
+    return want, mark, procs
+
+
 def test_sigkill_of_a_node_and_of_the_stream_leader_loses_nothing(web: TestWeb, cluster3: DevCluster,
                                                                   crawl_name: str, tmp_path: Path) -> None:
-    want = reachable(web)
-    init(cluster3, crawl_name)
-    mark = len(web.requests())
-    procs = {n: start_node(web, cluster3, crawl_name, tmp_path, n) for n in NODES}
-    until(lambda: pages_now(tmp_path) >= len(want) // 4, 180, "the crawl did not get going")
+    want, mark, procs = crawl_under_way(web, cluster3, crawl_name, tmp_path)
     leader = leader_of(cluster3, crawl_name)
     os.killpg(procs["c2"].pid, signal.SIGKILL)  # the run and its bridge, mid-crawl
     procs["c2"].wait()
@@ -247,11 +255,7 @@ def test_sigkill_of_a_node_and_of_the_stream_leader_loses_nothing(web: TestWeb, 
 
 def test_drain_hands_shards_over_with_nothing_lost_or_leased_twice(web: TestWeb, cluster3: DevCluster,
                                                                  crawl_name: str, tmp_path: Path) -> None:
-    want = reachable(web)
-    init(cluster3, crawl_name)
-    mark = len(web.requests())
-    procs = {n: start_node(web, cluster3, crawl_name, tmp_path, n) for n in NODES}
-    until(lambda: pages_now(tmp_path) >= len(want) // 4, 180, "the crawl did not get going")
+    want, mark, procs = crawl_under_way(web, cluster3, crawl_name, tmp_path)
     res = subprocess.run([*CRAWL, "cluster", "drain", "c2", "--servers", cluster3.servers_arg, "--crawl", crawl_name,
                           "--timeout", "120s"], capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, res.stderr + res.stdout
