@@ -53,6 +53,7 @@ INBOX_BATCH = 512
 NODE_STATUS = "node-status.json"  # D/cluster/: this node idle or not, for the bridge's heartbeat
 STATUS_EVERY = 2.0  # seconds between rewrites of node-status.json when nothing changed
 STATUS_FRESH = 5.0  # a bridge-status.json older than this says nothing about now
+SWEEP_EVERY = 60.0  # seconds between two looks for hosts of shards another node owns
 IP_MEMORY = 1 << 16  # host -> IP pairs already reported (forgotten all at once when full)
 
 Admit = Callable[..., dict[str, int]]  # Crawl.admit(recs, now, judged=True)
@@ -116,6 +117,7 @@ class Node:
         self.counts: dict[str, int] = {}
         self._ips: dict[str, str] = {}
         self._sweep_epoch: int | None = None  # the map epoch whose strays were all swept
+        self._swept_at = 0.0
         self._handed: tuple[int, frozenset[int]] | None = None  # (epoch, vshards) done
         self._handoff_count = 0
         self._said: bool | None = None  # what node-status.json last said, and when
@@ -234,12 +236,15 @@ class Node:
         return {**got, "done": done}
 
     def sweep(self, now: float | None = None) -> dict[str, Any] | None:
-        """Send hosts of shards the map gives to another node to the outbox (once per epoch,
-        repeated while some of them still have a lease in flight)."""
+        """Send hosts of shards the map gives to another node to the outbox: once per
+        epoch (repeated while some of them still have a lease in flight), and every
+        ``SWEEP_EVERY`` seconds (a re-crawl of this node's history may queue a host that
+        has moved since)."""
         m = self.map
-        if m.epoch < 0 or self._sweep_epoch == m.epoch:
-            return None
         now = time.time() if now is None else now
+        if m.epoch < 0 or (self._sweep_epoch == m.epoch and now - self._swept_at < SWEEP_EVERY):
+            return None
+        self._swept_at = now
         mine, shard = m.owned, m.shard
         strays = [h for h in host_names(self.frontier) if shard(h) not in mine and m.owner_of(shard(h))]
         got = take_hosts(self.frontier, strays, now, self._sink(self.outbox)) if strays else \

@@ -248,7 +248,10 @@ def test_strays_are_swept_to_their_owner_and_ips_reported(two: Any, tmp_path: Pa
     assert sorted(r["url"] for r in out if r["kind"] == "url") == sorted(f"http://{h}/x" for h in theirs)
     assert all(r["vshard"] in B_SHARDS for r in out)
     assert a.frontier.pending()["queued"] == 0
-    assert a.node.sweep() is None  # once per epoch
+    assert a.node.sweep() is None  # once per epoch...
+    a.frontier.add([records.make("url", url=f"http://{theirs[0]}/recrawled")], time.time())
+    got = a.node.sweep(time.time() + 61)  # ...and once a minute
+    assert got is not None and got["urls"] == 1
     a.node.saw([{"host": "h1.test", "ip": "127.0.1.1"}, {"host": "h1.test", "ip": "127.0.1.1"}])
     ips = [r for r in queued(a.node.outbox) if r["kind"] == "ip"]
     assert [(r["host"], r["ip"], r["vshard"]) for r in ips] == [("h1.test", "127.0.1.1", vshard("h1.test", V))]
