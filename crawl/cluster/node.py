@@ -53,6 +53,7 @@ INBOX_BATCH = 512
 NODE_STATUS = "node-status.json"  # D/cluster/: this node idle or not, for the bridge's heartbeat
 STATUS_EVERY = 2.0  # seconds between rewrites of node-status.json when nothing changed
 STATUS_FRESH = 5.0  # a bridge-status.json older than this says nothing about now
+REDONE_AFTER = 10.0  # seconds a handoff may stay unanswered before handoff-done.json is written again
 SWEEP_EVERY = 60.0  # seconds between two looks for hosts of shards another node owns
 IP_MEMORY = 1 << 16  # host -> IP pairs already reported (forgotten all at once when full)
 
@@ -120,6 +121,8 @@ class Node:
         self._swept_at = 0.0
         self._handed: tuple[int, frozenset[int]] | None = None  # (epoch, vshards) done
         self._handoff_count = 0
+        self._handed_doc: dict[str, Any] = {}
+        self._handed_at = 0.0
         self._said: bool | None = None  # what node-status.json last said, and when
         self._said_at = 0.0
 
@@ -218,9 +221,15 @@ class Node:
         if not m.draining:
             return None
         key = (m.epoch, m.draining)
-        if self._handed == key:
-            return None
         now = time.time() if now is None else now
+        if self._handed == key:
+            # Done already. Should the bridge have taken the file and then died before
+            # moving the shards, it finds it again (the export itself is not repeated).
+            if now - self._handed_at > REDONE_AFTER and not (self.dir / HANDOFF_DONE).exists():
+                data = orjson.dumps({**self._handed_doc, "ts": now})
+                replace_file(self.dir / HANDOFF_DONE, lambda f: f.write(data))
+                self._handed_at = now
+            return None
         draining, shard = m.draining, m.shard
         names = [h for h in host_names(self.frontier) if shard(h) in draining]
         got = take_hosts(self.frontier, names, now, self._sink(self.handoff_out))
@@ -233,6 +242,7 @@ class Node:
         data = orjson.dumps(done)
         replace_file(self.dir / HANDOFF_DONE, lambda f: f.write(data))
         self._handed, self._handoff_count = key, 0
+        self._handed_doc, self._handed_at = {**done, "count": 0}, now
         return {**got, "done": done}
 
     def sweep(self, now: float | None = None) -> dict[str, Any] | None:

@@ -214,6 +214,9 @@ def test_handoff_moves_a_shard_with_nothing_lost_or_leased_twice(two: Any, tmp_p
     hosts = {r["host"]: r for r in out if r["kind"] == "host"}
     assert set(hosts) == set(moving)
     assert a.node.handoff(now + 4) is None  # this set is handed off: once
+    (cluster_dir(da) / HANDOFF_DONE).unlink()  # the bridge took it, then died before moving the shard
+    assert a.node.handoff(time.time() + 30) is None and queued(a.node.handoff_out) == out  # not exported again
+    assert orjson.loads((cluster_dir(da) / HANDOFF_DONE).read_bytes())["vshards"] == [shard]  # but said again
     # the map moves the shard to b; b's bridge writes the slice into b's inbox
     write_map(da, "a", A_SHARDS[1:], epoch=3)
     write_map(db, "b", B_SHARDS + [shard], epoch=3)
