@@ -139,7 +139,7 @@ class Fetcher:
             # ended_at, from which the frontier counts the host's delay.
             end = max(ended) if ended else time.perf_counter()
             timings["total"] = round(end - t0, 6)
-            rec.update(outcome=outcome, timings=timings, ended_at=round(now + (end - t0), 6), **extra)
+            rec.update(outcome=outcome, timings=timings, ended_at=round(self._wall(end), 6), **extra)
             if error:
                 rec["error"] = error
             if not out.captures or out.captures[-1] is not out.page:
@@ -200,7 +200,14 @@ class Fetcher:
                             want_body=lambda e: not (200 <= e.status < 300)
                             or type_wanted(e.header("content-type"), self.cfg.content_types))
         ended.append(ex.ended)
-        return self._classify(ex, out, hist, now, timings, done, ended_at=now + (ex.ended - t0))
+        return self._classify(ex, out, hist, now, timings, done, ended_at=self._wall(ex.ended))
+
+    def _wall(self, perf: float) -> float:
+        """The wall-clock time of a perf_counter() reading. perf_counter first: a
+        pause between the two readings can only make the answer seem to end
+        later (a longer wait), never earlier."""
+        p = time.perf_counter()
+        return float(self.clock()) - (p - perf)
 
     def _classify(self, ex: Exchange, out: Fetched, hist: dict[str, Any] | None, now: float,
                   timings: dict[str, float], done: Any, ended_at: float | None = None) -> Fetched:
