@@ -55,7 +55,9 @@ def main() -> int:
         cmd = [*CRAWL, "run", "--dir", str(crawl_dir), "--seeds", str(web / "seeds.txt"),
                "--resolve-file", str(web / "hosts"), "--allow-private", "--scope", "any",
                "--duration", f"{seconds}s", "--max-per-host", "60", "--delay", delay,
-               "--timeout", "10", "--connect-timeout", "5", "--idle-exit", "5s", "--interval", "5s"]
+               "--timeout", "10", "--connect-timeout", "5", "--idle-exit", "5s", "--interval", "5s",
+               # who the crawler says it is; a real crawl names its operator here
+               "--user-agent", "crawl/0.1 (+http://127.0.0.1/; make demo, loopback only)"]
         say("crawling: " + " ".join(c if c != sys.executable else "python" for c in cmd))
         rc = subprocess.run(cmd, cwd=ROOT).returncode
         if rc != 0:

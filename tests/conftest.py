@@ -51,6 +51,11 @@ import orjson
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Who the crawler says it is in tests (inherited by every crawl subprocess): a
+# User-Agent with a contact, so the "no contact configured" warning is not
+# printed by every fetch and run; still the product token "crawl", so robots.txt
+# groups match as with the default. tests/core/test_identity.py unsets it.
+os.environ.setdefault("CRAWL_USER_AGENT", "crawl/0.1 (+http://127.0.0.1/; crawl test suite, loopback only)")
 TESTWEB_CLOCK = 1_780_000_000.0  # 2026-05-28T20:26:40Z
 ADMIN_HOST = "admin.testweb.test"
 

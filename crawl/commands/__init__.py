@@ -68,16 +68,27 @@ class LazyGroup(click.Group):
 def cli(ctx: click.Context, traceback: bool) -> None:
     """A polite, durable web crawler made of small Unix commands.
 
-    Stages exchange newline-delimited JSON through pipes or spools:
+    Stages exchange newline-delimited JSON through pipes or spools. One
+    round of the loop by hand (fetch results go back to the frontier, which
+    completes their leases, and to the parser, which finds new links):
 
     \b
-        crawl frontier next --dir D -n 100 \\
-          | crawl fetch --dir D \\
-          | crawl parse --dir D | crawl seen --dir D \\
+        crawl frontier add --dir D < seeds.txt
+        crawl frontier next --dir D -n 100 | crawl fetch --dir D > fetched.ndjson
+        crawl frontier complete --dir D < fetched.ndjson > /dev/null
+        crawl parse --dir D < fetched.ndjson | crawl seen --dir D \\
           | crawl frontier add --dir D
 
-    or run the whole loop with `crawl run --dir D --seeds seeds.txt`.
-    Every command has its own --help and man page (man crawl-NAME).
+    Repeat the last three until `frontier next` prints nothing; a first
+    round mostly fetches robots.txt (each page waits for its host's next
+    turn: outcome `deferred`). Or run the whole loop with `crawl run --dir
+    D --seeds seeds.txt`. One `crawl run` per directory: a second is refused
+    (exit 2) naming the first. Every command has its own --help and man page
+    (man crawl-NAME; from a checkout, man -l man/crawl-NAME.1).
+
+    Name yourself to the sites you crawl: --user-agent 'NAME/1.0
+    (+https://your.site/bot)' or CRAWL_USER_AGENT (fetch and run warn once
+    while the placeholder contact is in use).
     """
     ctx.obj = {"traceback": traceback}
 

@@ -58,9 +58,15 @@ COMMAND_NOTES: dict[str, dict[int, str]] = {
                                      "port): it is reported and skipped"},
     "run": {ExitStatus.OK: "finished, stopped by a budget (--max-pages, --duration, --idle-exit), "
                            "or stopped by SIGTERM",
+            ExitStatus.USAGE: "also when another crawl run (or a repair) holds the crawl directory: "
+                              "one line names it (pid, host, start time, command line)",
             ExitStatus.INTERRUPTED: "Ctrl-C stops leasing, lets in-flight fetches finish, commits, "
                                     "then exits 130 (SIGTERM does the same and exits 0); a second "
                                     "signal stops at once"},
+    "frontier": {ExitStatus.USAGE: "also crawl frontier next while a crawl run holds the crawl "
+                                   "directory (it names the run)"},
+    "check": {ExitStatus.USAGE: "also --repair while a crawl run holds the crawl directory (it names "
+                                "the run)"},
     "testweb": {ExitStatus.ERROR: "crawl testweb audit found a politeness violation"},
 }
 

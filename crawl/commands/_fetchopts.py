@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from crawl.core import USER_AGENT_ENV, contact_warning
 from crawl.fetch import DEFAULT_TYPES, DEFAULT_USER_AGENT, FetchConfig, StoreOptions
 from crawl.net import AddressPolicy, Limits, load_hosts
 from crawl.robots import agent_token
@@ -33,9 +34,10 @@ _OPTIONS = [
                  help="Allow private, loopback and link-local addresses (needed for the test web)."),
     click.option("--allow-cidr", multiple=True, metavar="CIDR",
                  help="Allow this special-purpose range only (repeatable), e.g. 10.1.0.0/16."),
-    click.option("--user-agent", default=DEFAULT_USER_AGENT, show_default=True,
-                 help="User-Agent header; include a contact URL. Its product token (before '/') "
-                      "selects the robots.txt group."),
+    click.option("--user-agent", default=DEFAULT_USER_AGENT, show_default=True, envvar=USER_AGENT_ENV,
+                 show_envvar=True,
+                 help="User-Agent header; include a contact URL (the default has none: a warning "
+                      "says so once). Its product token (before '/') selects the robots.txt group."),
     click.option("-c", "--concurrency", type=click.IntRange(1, 4096), default=256, show_default=True,
                  help="Requests in flight at once (across hosts; the frontier keeps one per host)."),
     click.option("--connect-timeout", type=POSITIVE_DURATION, default=10.0, show_default=True,
@@ -91,6 +93,7 @@ def fetch_config_from(kw: dict[str, Any], host_delay: float = 1.0) -> tuple[Fetc
     arguments: overrides, resolve_fallback, address_policy, store.
     """
     v = {k: kw.pop(k) for k in _KEYS}
+    _warn_no_contact(v["user_agent"])
     cfg = FetchConfig(
         user_agent=v["user_agent"], agent_token=agent_token(v["user_agent"]) or "crawl",
         limits=Limits(connect=v["connect_timeout"], total=v["timeout"], max_body=v["max_body"],
@@ -105,3 +108,16 @@ def fetch_config_from(kw: dict[str, Any], host_delay: float = 1.0) -> tuple[Fetc
         "store": StoreOptions(v["warc_compression"], v["warc_size"], v["warc_prefix"]),
     }
     return cfg, net
+
+
+_warned: set[str] = set()
+
+
+def _warn_no_contact(user_agent: str) -> None:
+    """Once per process, on stderr: the User-Agent names no one to contact."""
+    text = contact_warning(user_agent)
+    if text and text not in _warned:
+        _warned.add(text)
+        ctx = click.get_current_context(silent=True)
+        name = ctx.command_path if ctx is not None else "crawl"
+        click.echo(f"{name}: {text}", err=True)

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from crawl.canon import CanonError
-from crawl.core import Report, dumps_pretty, open_sink, records
+from crawl.core import Report, dumps_pretty, note_stage_leases, open_sink, records, share_dir
 from crawl.frontier import Frontier, plural, wait_notice
 from crawl.seen import canonical
 
@@ -120,25 +120,35 @@ def next_cmd(crawl_dir: Path, count: int, lease_s: float, wait: bool, follow: bo
         crawl frontier next --dir D --wait --follow -o spool:D/spool/leases
     """
     with _open(crawl_dir, kw) as fr:
-        sink = open_sink(output)
-        while True:
-            leases = fr.next(count, lease_s, time.time())
-            sink.write(leases)
-            if leases and not follow or not (wait or follow):
-                return
-            pending = fr.pending()
-            if not leases and pending["in_flight"] == 0:
-                if pending["queued"] == 0:
+        # Never beside a crawl run (exit 2 naming it), and each lease time noted
+        # before the leases are printed, so a run started later keeps them
+        # (it returns only the leases of dead runs: crawl/run/resume.py).
+        hold = share_dir(crawl_dir)
+        try:
+            sink = open_sink(output)
+            while True:
+                now = time.time()
+                leases = fr.next(count, lease_s, now)
+                if leases:
+                    note_stage_leases(crawl_dir, now)
+                sink.write(leases)
+                if leases and not follow or not (wait or follow):
                     return
-                waiting = fr.robots_waiting(time.time(), limit=0)
-                if waiting["urls"] >= pending["queued"]:
-                    click.echo(f"crawl frontier next: all that is left waits on an unreachable robots.txt "
-                               f"({plural(waiting['hosts'], 'host')}, {plural(waiting['urls'], 'URL')}, kept "
-                               "queued); run again later to check it again", err=True)
-                    return
-            due = fr.next_due(time.time())
-            # Another process may add or complete at any time: poll at least every 0.5 s.
-            time.sleep(0.5 if due is None else min(max(due - time.time(), 0.005), 0.5))
+                pending = fr.pending()
+                if not leases and pending["in_flight"] == 0:
+                    if pending["queued"] == 0:
+                        return
+                    waiting = fr.robots_waiting(time.time(), limit=0)
+                    if waiting["urls"] >= pending["queued"]:
+                        click.echo(f"crawl frontier next: all that is left waits on an unreachable robots.txt "
+                                   f"({plural(waiting['hosts'], 'host')}, {plural(waiting['urls'], 'URL')}, kept "
+                                   "queued); run again later to check it again", err=True)
+                        return
+                due = fr.next_due(time.time())
+                # Another process may add or complete at any time: poll at least every 0.5 s.
+                time.sleep(0.5 if due is None else min(max(due - time.time(), 0.005), 0.5))
+        finally:
+            hold.release()
 
 
 @command.command(name="complete")

@@ -120,7 +120,11 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     cycle has finished starts the next (--cycle): the seeds again and what
     the freshness model says is due, fetched with conditional requests.
     Budgets are per run: --max-pages counts this run's pages (exactly:
-    never more), --duration this run's time. A resumed run first checks the tails of the
+    never more), --duration this run's time. One run per directory: a second
+    crawl run on the same --dir exits 2 with one line naming the first (pid,
+    host, start time, command line). A run resumed after a kill returns the
+    killed run's leases to the queue at once and says how many, and how
+    many fetch results it recovered from the spool. A resumed run first checks the tails of the
     WARC files the last run wrote: a file cut short since is said on stderr
     and its pages are fetched again (`crawl check` checks everything). A
     full disk stops the run with one line naming the file (exit status 1);
@@ -175,10 +179,13 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         setattr(opts, key, value)
     cdir = CrawlDir(crawl_dir)
     cdir.root.mkdir(parents=True, exist_ok=True)
-    crawl = Crawl(cdir, opts)
+    crawl = Crawl(cdir, opts)  # the directory's one run: a second one stops here (exit 2)
     early.attach(crawl)
     display = make_display(kw["progress"], kw["interval"])
+    crawl.heartbeat = display.interval
     try:
+        for line in crawl.resume():  # a killed run's leases back at once, its results parsed first
+            crawl.notify(line)
         for line in crawl.check_last_files():  # a WARC file cut short since: its pages go back
             report.warn(line)
         reseed = _cycle(crawl, urls, report)
@@ -190,6 +197,8 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         import trio
 
         final = trio.run(run_crawl, crawl, display, report)
+        final["ended"] = round(time.time(), 3)  # crawl stats: finished, not killed
+        crawl.write_status(final)
     finally:
         display.close()
         crawl.close()

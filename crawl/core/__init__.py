@@ -6,8 +6,8 @@ and written by :mod:`.io`, which also runs a stage's batch loop (read a
 batch, process, write, then acknowledge). :mod:`.state` lays out a crawl
 directory and opens its LMDB environments, each data file checked first
 (:mod:`.envcheck`) and its failures named (:mod:`.guard`); :mod:`.atomic`
-rewrites small files whole; :mod:`.dirlock` keeps a repair and a run
-apart; :mod:`.errors` holds the exceptions that become one ``crawl: error:``
+rewrites small files whole; :mod:`.dirlock` gives a crawl directory one
+writer at a time and names it; :mod:`.errors` holds the exceptions that become one ``crawl: error:``
 line and an exit status;
 :mod:`.maptrim` gives back the page cache of memory-mapped files;
 :mod:`.durations` is the one grammar of time flags; :mod:`.lifeline`
@@ -19,9 +19,17 @@ names an operator gives for files inside a crawl directory; and
 from . import records as records
 from .atomic import pid_alive as pid_alive
 from .atomic import replace_file as replace_file
+from .dirlock import LOCK_NAME as LOCK_NAME
+from .dirlock import DirBusy as DirBusy
 from .dirlock import DirLock as DirLock
+from .dirlock import describe_holder as describe_holder
+from .dirlock import hold_dir as hold_dir
+from .dirlock import holder as holder
+from .dirlock import iso_utc as iso_utc
+from .dirlock import note_stage_leases as note_stage_leases
 from .dirlock import own_dir as own_dir
 from .dirlock import share_dir as share_dir
+from .dirlock import stage_leased as stage_leased
 from .durations import format_duration as format_duration
 from .durations import parse_duration as parse_duration
 from .envcheck import verify_env as verify_env
@@ -38,6 +46,8 @@ from .guard import is_no_space as is_no_space
 from .guard import no_space as no_space
 from .identity import AGENT_TOKEN as AGENT_TOKEN
 from .identity import DEFAULT_USER_AGENT as DEFAULT_USER_AGENT
+from .identity import USER_AGENT_ENV as USER_AGENT_ENV
+from .identity import contact_warning as contact_warning
 from .io import Batch as Batch
 from .io import Report as Report
 from .io import Sink as Sink

@@ -231,6 +231,31 @@ class Frontier:
         self._carry = t.carry()
         return n
 
+    def release_leases(self, now: float, taken_after: float) -> dict[str, Any]:
+        """Return to their queues the leases taken after ``taken_after`` (unix time),
+        as if they had expired now: the caller knows their holder is dead (a
+        ``crawl run`` that holds the directory lock, whose predecessor was
+        killed). Each host waits its normal delay first, as after an expiry.
+
+        Returns ``released``, ``dropped`` (URLs out of lease attempts,
+        ``--max-leases``), and the leases ``kept`` with the latest deadline
+        among them, ``kept_until`` (None when none are kept).
+        """
+        with self.env.begin(write=True) as txn:
+            t = self._tx(txn, now)
+            dropped = t.counter("dropped")
+            n = t.requeue_expired(taken_after)
+            dropped = t.counter("dropped") - dropped
+            t.flush()
+        self._carry = t.carry()
+        kept, until = 0, None
+        with self.env.begin() as txn:
+            for raw in txn.cursor(db=self.db["leases"]).iternext(keys=False):
+                kept += 1
+                deadline = hq.decode_lease(raw).deadline
+                until = deadline if until is None else max(until, deadline)
+        return {"released": n - dropped, "dropped": dropped, "kept": kept, "kept_until": until}
+
     def new_cycle(self) -> int:
         """Start a new crawl cycle: URLs done or dropped before may be added again."""
         with self.env.begin(write=True) as txn:

@@ -543,7 +543,10 @@ class Tx(IpSlots):
 
     # ---- complete and expire -----------------------------------------------------------
 
-    def requeue_expired(self) -> int:
+    def requeue_expired(self, taken_after: float | None = None) -> int:
+        """Leases past their deadline go back to their queues; with ``taken_after``,
+        every lease taken after that time instead, whatever its deadline (the
+        leases of a crawl run known to be dead: ``Frontier.release_leases``)."""
         if self.gone_deadlines:
             self.flush_deadlines()
         cur = self.txn.cursor(db=self.ddl)
@@ -551,8 +554,13 @@ class Tx(IpSlots):
         if cur.first():
             for key in cur.iternext(values=False):
                 t_ms, lease_id = hq.unpack_time_key(key)
-                if t_ms > self.now_ms:
-                    break
+                if taken_after is None:
+                    if t_ms > self.now_ms:
+                        break
+                else:
+                    raw = self.txn.get(hq.u64(lease_id), db=self.dl)
+                    if raw is None or hq.decode_lease(raw).leased_at <= taken_after:
+                        continue
                 expired.append((key, lease_id))
         for key, lease_id in expired:
             self.txn.delete(key, db=self.ddl)

@@ -9,7 +9,8 @@ collector reads it as the classic format, whose parser takes ``# EOF`` for
 a comment. Every sample carries a ``crawl`` label (the crawl directory), so
 several crawls can write files side by side without clashing.
 
-Per crawl: queue depth, in flight, hosts (all, ready, parked, waiting on
+Per crawl: whether a run is alive (``crawl_run_alive``, from the directory
+lock and the heartbeat: a killed run is 0 at once), queue depth, in flight, hosts (all, ready, parked, waiting on
 robots.txt), backlog, the next time a host is eligible, the idle fraction,
 and the rates of results, 429s and 5xx over the last ``window`` seconds of
 the crawl log (read from its end: :func:`crawl.run.tail_log`). Per host,
@@ -96,6 +97,13 @@ def openmetrics(root: str | Path, now: float | None = None, window: float = WIND
     out = _Out()
     st = gather(cd.root, now)
     fr: dict[str, Any] = st.get("frontier") or {}
+    run = st.get("run") or {}
+    out.gauge("crawl_run_alive", "1 while a crawl run works on the directory (it holds the lock, or its "
+              "heartbeat is fresh), 0 once it finished or its process is gone.", {"crawl": crawl},
+              int(bool(run.get("alive"))) if run else None)
+    if isinstance(run.get("ts"), int | float):
+        out.gauge("crawl_run_heartbeat_timestamp_seconds", "When the latest run last wrote its status "
+                  "(unix time).", {"crawl": crawl}, run["ts"])
     for name, help_, key in _CRAWL:
         v = fr.get(key)
         out.gauge(f"crawl_{name}", help_, {"crawl": crawl}, v if isinstance(v, int | float) else None)

@@ -5,7 +5,8 @@
 functions; :mod:`.loop` is the async side (tasks, signals, the parse
 processes); :mod:`.crawllog` writes the crawl log; :mod:`.display` draws
 the live table and the summary; :mod:`.stats` gathers what a crawl
-directory holds for ``crawl stats``; :mod:`.check` verifies and repairs
+directory holds for ``crawl stats`` (and whether its run is alive);
+:mod:`.resume` gives back at once what a killed run left; :mod:`.check` verifies and repairs
 one for ``crawl check``; :mod:`.options` keeps the settings a
 run decided with (scope, politeness), so ``crawl why`` can name its rules.
 """
@@ -30,4 +31,5 @@ from .options import recorded_run as recorded_run
 from .scope import MODES as MODES
 from .scope import Scope as Scope
 from .stats import gather as gather
+from .stats import liveness as liveness
 from .stats import outcome_counts as outcome_counts

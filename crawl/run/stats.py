@@ -7,13 +7,14 @@ while a crawl is running without slowing it down.
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from crawl.core import CrawlDir, open_env
+from crawl.core import LOCK_NAME, CrawlDir, describe_holder, holder, iso_utc, open_env, pid_alive
 
 RUN_STATUS = "run-status.json"
 
@@ -59,10 +60,48 @@ def gather(root: str | Path, now: float | None = None) -> dict[str, Any]:
     status = cd.root / RUN_STATUS
     if status.exists():
         try:
-            out["run"] = orjson.loads(status.read_bytes())
+            run = orjson.loads(status.read_bytes())
         except orjson.JSONDecodeError:
-            pass
+            run = None
+        if isinstance(run, dict):
+            out["run"] = {**run, **liveness(run, cd.root, now)}
     return out
+
+
+def liveness(run: dict[str, Any], root: Path, now: float) -> dict[str, Any]:
+    """Is the run that wrote ``run`` (its ``run-status.json``) alive? ``alive``,
+    ``state`` (running, finished, stopped) and ``state_text`` for people.
+
+    On this host the kernel knows: a live run holds the directory lock
+    (crawl/core/dirlock.py), a killed one has dropped it. A status without the
+    lock (an older run, or the lock file removed) is alive while its pid is
+    and its heartbeat (``ts``, written every ``heartbeat`` seconds) is fresh;
+    a run on another host (a shared file system) only by its heartbeat.
+    """
+    held = holder(root)
+    pid, host, ts = run.get("pid"), run.get("host"), run.get("ts")
+    every = run.get("heartbeat") if isinstance(run.get("heartbeat"), int | float) else 10.0
+    fresh = isinstance(ts, int | float) and now - ts <= 3 * every + 10.0
+    beat = f"last heartbeat at {iso_utc(ts)}" if isinstance(ts, int | float) else "no heartbeat"
+    if held is not None and held.get("what") == "crawl run" and held.get("pid") != pid:
+        return {"alive": True, "state": "running", "state_text": f"running: {describe_holder(held)}, "
+                "starting (no figures written yet; the ones below are the run before)"}
+    if run.get("ended"):
+        return {"alive": False, "state": "finished",
+                "state_text": f"finished at {iso_utc(run['ended'])} ({run.get('stopping') or 'done'})"}
+    here = host == socket.gethostname()
+    if held is not None and held.get("pid") == pid:
+        alive, why = True, f"pid {pid} holds the crawl directory, {beat}"
+    elif here or not host:
+        # a run that locks (every run now) and does not hold the lock is gone
+        alive = not (root / LOCK_NAME).exists() and isinstance(pid, int) and pid_alive(pid) and fresh
+        why = f"pid {pid}, {beat}"
+    else:
+        alive, why = fresh, f"pid {pid} on {host}, {beat} (another host: judged by the heartbeat)"
+    if alive:
+        return {"alive": True, "state": "running", "state_text": f"running ({why})"}
+    who = f"pid {pid} on {host}; " if pid else ""
+    return {"alive": False, "state": "stopped", "state_text": f"stopped ({who}{beat}; the process is gone)"}
 
 
 def _has_db(env: Any, name: bytes) -> bool:

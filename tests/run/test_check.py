@@ -10,6 +10,7 @@ every page of the reference crawl stored and readable.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ import orjson
 import pytest
 from conftest import TestWeb, start_testweb
 
-from crawl.core import CrawlDir, share_dir, verify_env
+from crawl.core import CrawlDir, hold_dir, verify_env
 from crawl.run import check_dir, check_ndjson, read_log
 from crawl.store import cdxj, read_response
 
@@ -204,11 +205,11 @@ def test_a_torn_log_tail_is_a_note_and_is_cut(copy: Path) -> None:
 
 
 def test_repair_waits_for_no_running_crawl(copy: Path) -> None:
-    hold = share_dir(copy)  # what crawl run holds while it runs
+    hold = hold_dir(copy)  # what crawl run holds while it runs
     try:
         res = subprocess.run([*CRAWL, "check", "--dir", str(copy), "--repair"], capture_output=True,
                              text=True, timeout=60)
-        assert res.returncode == 1 and "a crawl run is using" in res.stderr
+        assert res.returncode == 2 and f"in use by crawl run (pid {os.getpid()}" in res.stderr
         assert check(copy)[0] == 0  # checking alone is allowed
     finally:
         hold.release()
