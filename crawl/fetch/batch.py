@@ -62,25 +62,20 @@ __all__ = [
 
 
 def store_group(writer: WarcWriter, history: History | None, items: list[Fetched]) -> list[Record]:
-    """Archive a group, fsync once, update history; returns the records to release.
+    """Archive a group, fsync once (and update ``history`` if given); returns the records to release.
 
     Runs in a worker thread (blocking file I/O). Only after ``writer.sync()``
     does any record of the group leave this function (DESIGN invariant 1).
     """
-    updates = []
     try:
         for it in items:
             for cap in it.captures:
                 ptr = writer.write(cap)
                 if cap is it.page and ptr is not None:
                     it.record["warc"] = ptr
-            if it.history is not None:
-                if "warc" in it.record and it.record["outcome"] == "ok":
-                    it.history["warc"] = it.record["warc"]
-                updates.append((it.record["url"], it.history))
         writer.sync()
         if history is not None:
-            history.update(updates)
+            remember(history, items)
     except OSError as exc:
         # No result of the group was released: cut its records off again, so the
         # file ends with whole records and nothing points past its end.
@@ -97,6 +92,25 @@ def store_group(writer: WarcWriter, history: History | None, items: list[Fetched
             for cap in it.captures:
                 cap.close()
     return [it.record for it in items]
+
+
+def remember(history: History, items: list[Fetched]) -> None:
+    """The fetch history (validators, last WARC record) of a stored group.
+
+    Advice for the next fetch of each URL (a conditional request) and for the
+    freshness model, not part of any result's durability: ``fetch_all`` does
+    it after the group's results are released, off the path from one
+    response to the next request to its host (issue 19). A crash in between
+    loses one fetch's validators; the next fetch of that URL is unconditional.
+    """
+    updates = []
+    for it in items:
+        if it.history is not None:
+            if "warc" in it.record and it.record["outcome"] == "ok":
+                it.history["warc"] = it.record["warc"]
+            updates.append((it.record["url"], it.history))
+    if updates:
+        history.update(updates)
 
 
 async def fetch_batch(fetcher: Fetcher, writer: WarcWriter, leases: list[Record]) -> list[Record]:
@@ -160,12 +174,17 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
                         items.append(store_recv.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                await trio.to_thread.run_sync(store_group, writer, fetcher.history, items)
+                await trio.to_thread.run_sync(store_group, writer, None, items)
                 await out_send.send(items)
+
+    def release(items: list[Fetched]) -> None:
+        sink.write([it.record for it in items])
+        if fetcher.history is not None:
+            remember(fetcher.history, items)  # after the results: off the next request's path
 
     async def output() -> None:
         async for items in out_recv:
-            await trio.to_thread.run_sync(sink.write, [it.record for it in items])
+            await trio.to_thread.run_sync(release, items)
             for it in items:
                 report.add("out")
                 report.add(f"outcome/{it.record['outcome']}")
