@@ -91,7 +91,7 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
                     await fetch_all(LeaseSource(), ResultSink(), fetcher, writer, report,
                                     batch=opts.batch, group=64)
                 if fetch_scope.cancelled_caught:
-                    report.warn("in-flight fetches cancelled; their leases return after expiry")
+                    report.warn("in-flight fetches cancelled; the next run returns their leases to the queue at once")
                 crawl.fetch_done = True
             outer.cancel_scope.cancel()
     final = crawl.status(time.time())
