@@ -327,7 +327,8 @@ class Crawl:
         mode = self.opts.cycle
         if mode == "new":
             return True
-        if mode == "continue" or not have_seeds:
+        if mode == "continue" or not have_seeds or self.node is not None:
+            # (a node of a shared crawl: its part being done says nothing of the others')
             return False
         return len(self.seen) > 0 and self.finished()
 

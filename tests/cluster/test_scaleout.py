@@ -79,7 +79,7 @@ def start_node(web: TestWeb, cluster: DevCluster, name: str, root: Path, node: s
     return subprocess.Popen([*CRAWL, "run", "--dir", str(d), "--cluster", cluster.servers_arg, "--crawl", name,
                              "--node", node, "--seeds", str(web.seeds_file), "--resolve-file", str(web.hosts_file),
                              "--allow-private", "--scope", "any", "--delay", str(DELAY), "--per-ip", "4",
-                             "--idle-exit", "10m", *FAST, *extra],
+                             "--idle-exit", "3s", *FAST, *extra],
                             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
 
 
@@ -119,13 +119,14 @@ def quiet(root: Path, nodes: list[str], cluster: DevCluster, name: str) -> bool:
 
 def finish(procs: dict[str, subprocess.Popen[bytes]], root: Path, cluster: DevCluster, name: str,
            timeout: float = 240) -> None:
-    """Wait until the crawl is over everywhere (or the nodes end by themselves), then
-    SIGTERM what still runs; every node must exit 0."""
+    """Wait until the nodes end by themselves (the bridges say the whole crawl is idle)
+    or, failing that, until the test sees the crawl over everywhere, then SIGTERM what
+    still runs; every node must exit 0."""
     end, calm = time.time() + timeout, 0
     live = [n for n, p in procs.items() if p.poll() is None]
     while live and time.time() < end:
         calm = calm + 1 if quiet(root, live, cluster, name) else 0
-        if calm >= 2:
+        if calm >= 10:  # ~20 s over and still running: they were meant to end by now
             break
         time.sleep(2.0)
         live = [n for n, p in procs.items() if p.poll() is None]
@@ -211,6 +212,8 @@ def test_three_nodes_crawl_what_one_would_politely(web: TestWeb, cluster3: DevCl
     finish(procs, tmp_path, cluster3, crawl_name)
     got, per_node = union(tmp_path)
     assert set(got) == want, (sorted(want - set(got))[:5], sorted(set(got) - want)[:5])
+    # the nodes ended by themselves, together, once the whole crawl was idle
+    assert [jload(tmp_path / n / "run-status.json").get("stopping") for n in NODES] == ["idle"] * 3
     assert all(per_node[n] for n in NODES)  # every node crawled a share
     # each host was fetched by one node only: its shard's owner
     owners: dict[str, set[str]] = {}
