@@ -7,8 +7,12 @@ read, tested in tables and reused by ``crawl run`` without touching LMDB.
 The release formula follows the seeds and heritrix's
 ``DispositionProcessor.politenessDelayFor``::
 
-    next_allowed = now + min(max_delay, max(crawl_delay, default_delay,
-                                            response_factor * last_response_time))
+    next_allowed = ended_at + min(max_delay, max(crawl_delay, default_delay,
+                                                 response_factor * last_response_time))
+
+where ``ended_at`` is the end of the answer as the fetcher received it (its
+last body byte, or the error), not when the result reached the frontier:
+crawl/frontier/complete.py. Backoff and Retry-After run from there too.
 
 with ``response_factor`` k = 5 (heritrix's ``delayFactor``): a host that
 takes 0.4 s to answer is asked again after 2 s, so slow hosts are crawled
