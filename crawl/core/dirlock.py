@@ -88,6 +88,21 @@ def _read_info(fd: int) -> dict[str, Any] | None:
     return info if isinstance(info, dict) else None
 
 
+def _lock(fd: int, how: int, patience: float = 0.5) -> bool:
+    """Take the lock, or give up after ``patience`` seconds. A moment of patience,
+    not a wait: ``crawl stats`` probes the lock (:func:`holder`) for microseconds,
+    and a run started by cron in the same second must not be refused for that."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+
 def _blocker(fd: int, wanted_exclusive: bool) -> str:
     """Who keeps ``fd``'s lock from us: an exclusive holder names itself in the file;
     shared holders (``crawl frontier next``) do not, and the file may name a
@@ -115,9 +130,7 @@ class DirLock:
         self.path = self.root / LOCK_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(self.fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _lock(self.fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH):
             who = _blocker(self.fd, exclusive)
             os.close(self.fd)
             self.fd = -1

@@ -56,69 +56,77 @@ def test_sigkill_then_stats_says_gone_and_resume_returns_the_leases(tmp_path: Pa
         d = tmp_path / "c"
         base = [*CRAWL, "run", "--dir", str(d), "--seeds", str(web.seeds_file), "--resolve-file",
                 str(web.hosts_file), "--allow-private", "--delay", "0.2s", "--timeout", "5s",
-                "--connect-timeout", "2s", "--idle-exit", "5s", "--response-factor", "0", "--progress", "plain", "--interval", "1s",
-                "--parse-procs", "0"]
-        proc = subprocess.Popen([*base, "--lease", "10m"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            # kill it while leases are out and some results wait in the spool
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                st = gather(d) if (d / "run-status.json").exists() else {}
-                run = st.get("run") or {}
-                if run.get("alive") and run.get("fetched", 0) >= 6 and st["frontier"]["in_flight"] >= 2:
-                    break
-                time.sleep(0.05)
-            else:
-                raise AssertionError("the run never had leases in flight")
-            assert run["state"] == "running" and run["pid"] == proc.pid
-            os.killpg(proc.pid, signal.SIGKILL)
-            killed_at = time.time()
-        finally:
-            proc.wait()
-
-        # crawl stats: not alive, no rate, no time left
-        st = orjson.loads(_stats(d, "--json").stdout)
-        run = st["run"]
-        assert run["alive"] is False and run["state"] == "stopped", run
-        assert f"pid {proc.pid}" in run["state_text"] and "the process is gone" in run["state_text"]
-        table = _stats(d).stdout
-        assert "stopped (pid" in table and "the process is gone" in table
-        assert "last 10 s" not in table and "time left" not in table and "whole run" not in table
-        metrics = _stats(d, "--format", "openmetrics").stdout
-        assert re.search(r'^crawl_run_alive\{crawl="[^"]+"\} 0$', metrics, re.M), metrics
-        left = st["frontier"]["in_flight"]
-        assert left >= 1
-        leased = _leased(d, list(web.pages))
-        assert len(leased) == left
-        unparsed = run.get("unparsed", 0)
-        mark = len(web.requests())
-
-        # resume: the killed run's leases go back at once (they were 10 minutes long)
-        res = subprocess.run(base, capture_output=True, text=True, timeout=240)
-        assert res.returncode == 0, res.stderr[-3000:]
-        said = [x for x in res.stderr.splitlines() if x.startswith("crawl run: resumed:")]
-        assert len(said) == 1, res.stderr[-3000:]
-        m = re.match(rf"crawl run: resumed: (\d+) leases? of the previous run \(pid {proc.pid}, killed; "
-                     r"last heartbeat \S+\) returned to the queue", said[0])
-        assert m and int(m.group(1)) == left, said[0]
-        if unparsed:
-            assert "recovered from the spool" in said[0]
-        # those URLs were fetched again by the resumed run: each has a fetch event
-        # after the kill, and the server saw the ones robots.txt allows
-        again = [e for e in read_log(d / "log") if e.get("event") == "fetch" and e["ts"] > killed_at]
-        assert leased <= {e["url"] for e in again}, sorted(leased - {e["url"] for e in again})
-        asked = {(urlsplit(e["url"]).hostname, urlsplit(e["url"]).path or "/") for e in again
-                 if e["url"] in leased and e.get("status")}
-        assert asked and asked <= {(r["host"], r["path"]) for r in web.requests(mark)}
-        assert "stopping: done" in res.stderr or "stopped" in res.stderr
-        assert orjson.loads(_stats(d, "--json").stdout)["frontier"]["in_flight"] == 0
-
-        final = orjson.loads(_stats(d, "--json").stdout)["run"]
-        assert final["state"] == "finished" and final["alive"] is False
-
-        # nothing lost: the pages stored are those of a crawl never interrupted
+                "--connect-timeout", "2s", "--idle-exit", "5s", "--response-factor", "0", "--progress",
+                "plain", "--interval", "1s", "--parse-procs", "0"]
+        # the reference, never interrupted, crawls beside it (its own dir and hosts' delays)
         ref = tmp_path / "ref"
-        done = subprocess.run([*base[:5], str(ref), *base[6:]], capture_output=True, text=True, timeout=240)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert _stored(d) == _stored(ref) and len(_stored(ref)) > 10
+        ref_run = subprocess.Popen([*base[:5], str(ref), *base[6:]], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)
+        try:
+            proc = subprocess.Popen([*base, "--lease", "10m"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            try:
+                # kill it while leases are out and some results wait in the spool
+                deadline = time.monotonic() + 90
+                while time.monotonic() < deadline:
+                    st = gather(d) if (d / "run-status.json").exists() else {}
+                    run = st.get("run") or {}
+                    if run.get("alive") and run.get("fetched", 0) >= 6 and st["frontier"]["in_flight"] >= 2:
+                        break
+                    time.sleep(0.05)
+                else:
+                    raise AssertionError("the run never had leases in flight")
+                assert run["state"] == "running" and run["pid"] == proc.pid
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed_at = time.time()
+            finally:
+                proc.wait()
+
+            # crawl stats: not alive, no rate, no time left
+            st = orjson.loads(_stats(d, "--json").stdout)
+            run = st["run"]
+            assert run["alive"] is False and run["state"] == "stopped", run
+            assert f"pid {proc.pid}" in run["state_text"] and "the process is gone" in run["state_text"]
+            table = _stats(d).stdout
+            assert "stopped (pid" in table and "the process is gone" in table
+            assert "last 10 s" not in table and "time left" not in table and "whole run" not in table
+            metrics = _stats(d, "--format", "openmetrics").stdout
+            assert re.search(r'^crawl_run_alive\{crawl="[^"]+"\} 0$', metrics, re.M), metrics
+            left = st["frontier"]["in_flight"]
+            assert left >= 1
+            leased = _leased(d, list(web.pages))
+            assert leased and len(leased) <= left  # (a lease of a URL outside the manifest is not named)
+            unparsed = run.get("unparsed", 0)
+            _, err = ref_run.communicate(timeout=240)
+            assert ref_run.returncode == 0, err[-3000:]
+            mark = len(web.requests())  # from here on, the resumed run's requests only
+
+            # resume: the killed run's leases go back at once (they were 10 minutes long)
+            res = subprocess.run(base, capture_output=True, text=True, timeout=240)
+            assert res.returncode == 0, res.stderr[-3000:]
+            said = [x for x in res.stderr.splitlines() if x.startswith("crawl run: resumed:")]
+            assert len(said) == 1, res.stderr[-3000:]
+            m = re.match(rf"crawl run: resumed: (\d+) leases? of the previous run \(pid {proc.pid}, killed; "
+                         r"last heartbeat \S+\) returned to the queue", said[0])
+            assert m and int(m.group(1)) == left, said[0]
+            if unparsed:
+                assert "recovered from the spool" in said[0]
+            # those URLs were fetched again by the resumed run: each has a fetch event
+            # after the kill, and the server saw the ones robots.txt allows
+            again = [e for e in read_log(d / "log") if e.get("event") == "fetch" and e["ts"] > killed_at]
+            assert leased <= {e["url"] for e in again}, sorted(leased - {e["url"] for e in again})
+            asked = {(urlsplit(e["url"]).hostname, urlsplit(e["url"]).path or "/") for e in again
+                     if e["url"] in leased and e.get("status")}
+            assert asked <= {(r["host"], r["path"]) for r in web.requests(mark)}
+            assert orjson.loads(_stats(d, "--json").stdout)["frontier"]["in_flight"] == 0
+
+            final = orjson.loads(_stats(d, "--json").stdout)["run"]
+            assert final["state"] == "finished" and final["alive"] is False
+
+            # nothing lost: the pages stored are those of a crawl never interrupted
+            assert _stored(d) == _stored(ref) and len(_stored(ref)) > 10
+        finally:
+            if ref_run.poll() is None:  # a failure above: stop it too
+                ref_run.kill()
+                ref_run.wait()
+
