@@ -330,7 +330,17 @@ class Crawl:
         if mode == "continue" or not have_seeds or self.node is not None:
             # (a node of a shared crawl: its part being done says nothing of the others')
             return False
-        return len(self.seen) > 0 and self.finished()
+        return len(self.seen) > 0 and self.cycle_finished(time.time())
+
+    def cycle_finished(self, now: float) -> bool:
+        """Nothing queued, leased or unparsed, but for the URLs of hosts whose
+        robots.txt cannot be read: those stay queued into the next cycle (a
+        host whose robots.txt is down for good must not hold every later
+        cycle back)."""
+        p = self.frontier.pending()
+        if p["in_flight"] or self.backlog():
+            return False
+        return not p["queued"] or p["queued"] <= self.frontier.robots_waiting(now, limit=0)["urls"]
 
     def start_cycle(self, now: float) -> dict[str, int]:
         """A new cycle: URLs done in earlier cycles may be queued again, and what

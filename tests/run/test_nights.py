@@ -31,6 +31,7 @@ from conftest import ROOT, TESTWEB_CLOCK, TestWeb, start_testweb
 from warcio.archiveiterator import ArchiveIterator
 
 from crawl.core import CrawlDir
+from crawl.frontier import Frontier
 from crawl.recrawl import Recrawler
 from crawl.run import read_log
 from crawl.testweb.manifest import records_for
@@ -182,7 +183,8 @@ def test_a_new_cycle_with_the_separate_commands(tmp_path: Path) -> None:
             return p.stdout
 
         def queued() -> int:
-            return int(orjson.loads(sh("frontier", "stats", "--dir", str(d), "--json"))["queued"])
+            with Frontier(CrawlDir(d).frontier) as fr:
+                return fr.pending()["queued"]
 
         assert queued() == 0
         sh("frontier", "new-cycle", "--dir", str(d))
@@ -193,6 +195,25 @@ def test_a_new_cycle_with_the_separate_commands(tmp_path: Path) -> None:
         sh("recrawl", "--dir", str(d), "--enqueue", "--limit", "100000")
         stored = {e["url"] for e in read_log(d / "log") if e.get("outcome") == "ok"}
         assert queued() == len(stored)  # every stored page is due again; the seeds once
-        leased = {x["url"] for x in map(orjson.loads, sh("frontier", "next", "--dir", str(d), "-n", "100")
-                                        .splitlines())}
+        with Frontier(CrawlDir(d).frontier) as fr:
+            leased = {x["url"] for x in fr.next(100, 60.0, time.time())}
         assert set(seeds.split()) <= leased
+
+
+def test_a_host_whose_robots_txt_is_down_does_not_hold_the_next_cycle_back(tmp_path: Path) -> None:
+    with start_testweb(tmp_path / "w", hosts=2, seed=23, pages=3, links=2, mix="500") as web:  # simple, 500
+        [down] = web.with_behaviour("500")
+        [up] = [h for h in web.host_names if h != down]
+        d = tmp_path / "c"
+        args = [*CRAWL, "run", "--dir", str(d), "--seeds", str(web.seeds_file), "--resolve-file",
+                str(web.hosts_file), "--allow-private", *TEST_FLAGS, "--robots-retry", "1h", "--idle-exit", "1s"]
+        for _ in range(2):
+            p = subprocess.run(args, capture_output=True, text=True, timeout=240)
+            assert p.returncode == 0, p.stderr[-3000:]
+        st = orjson.loads((d / "run-status.json").read_bytes())
+        assert "cycle 1 starts" in p.stderr and st["cycle"] == 1, p.stderr[-2000:]
+        assert st["hosts_waiting_robots"] == 1 and st["urls_waiting_robots"] >= 1  # still kept queued
+        home = web.url(up)
+        visits = [e["outcome"] for e in read_log(d / "log") if e.get("event") == "fetch" and e["url"] == home
+                  and e["outcome"] != "deferred"]  # (a lease spent on robots.txt)
+        assert visits in (["ok", "not-modified"], ["ok", "ok"]), visits  # fetched again in cycle 1
