@@ -130,3 +130,38 @@ def test_sigkill_then_stats_says_gone_and_resume_returns_the_leases(tmp_path: Pa
                 ref_run.kill()
                 ref_run.wait()
 
+
+
+def test_a_pipelines_leases_are_kept_and_a_dead_runs_returned(tmp_path: Path) -> None:
+    """A run returns only the leases a run took: those of ``crawl frontier next``,
+    which a pipeline may still be fetching, are kept until they expire, and said."""
+    from crawl.core import records as recs
+    from crawl.run import Crawl, RunOptions
+
+    d = tmp_path / "c"
+    fr = Frontier(CrawlDir(d).frontier)
+    fr.add([recs.make("url", url=f"http://h{i}.test/") for i in range(6)], time.time())
+    fr.close()
+    res = subprocess.run([*CRAWL, "frontier", "next", "--dir", str(d), "-n", "2", "--lease", "10m"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and len(res.stdout.splitlines()) == 2, res.stderr
+    piped = {orjson.loads(x)["url"] for x in res.stdout.splitlines()}
+
+    dead = Crawl(CrawlDir(d), RunOptions())  # a run that leases three, then dies
+    try:
+        (line,) = dead.resume()  # nothing of a run to return: the pipeline's two are kept
+        assert line.startswith("2 leases taken by crawl frontier next") and "held until they expire" in line
+        taken = {r["url"] for r in dead.frontier.next(3, 600.0, time.time() + 0.01)}
+    finally:
+        dead.close()  # (its leases stay, as after a SIGKILL)
+    assert len(taken) == 3 and not taken & piped
+
+    run = Crawl(CrawlDir(d), RunOptions())
+    try:
+        lines = run.resume()
+        assert lines[0].startswith("resumed: 3 leases of the previous run returned to the queue"), lines
+        assert "2 leases taken by crawl frontier next" in lines[1], lines
+        assert {u for u in taken | piped if run.frontier.state_of(u) == "leased"} == piped
+        assert all(run.frontier.state_of(u) == "queued" for u in taken)
+    finally:
+        run.close()
