@@ -20,6 +20,7 @@ and completing someone else's lease is refused by the frontier itself.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import fcntl
 import os
@@ -139,13 +140,18 @@ class DirLock:
         if exclusive:
             self.info = me(what)
             data = orjson.dumps(self.info) + b"\n"
-            os.pwrite(self.fd, data, 0)  # no truncate first: a reader never sees an empty file
-            os.ftruncate(self.fd, len(data))
+            try:
+                os.pwrite(self.fd, data, 0)  # no truncate first: a reader never sees an empty file
+                os.ftruncate(self.fd, len(data))
+            except OSError:
+                pass  # a full disk: the lock holds all the same, the refused cannot name us
+
 
     def release(self) -> None:
         if self.fd >= 0:
             if self.info is not None:
-                os.ftruncate(self.fd, 0)  # no one holds it now: name no one
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self.fd, 0)  # no one holds it now: name no one
             os.close(self.fd)
             self.fd = -1
 
