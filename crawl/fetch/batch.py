@@ -177,22 +177,27 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
                 await trio.to_thread.run_sync(store_group, writer, None, items)
                 await out_send.send(items)
 
-    def release(items: list[Fetched]) -> None:
+    def release(items: list[Fetched], whole: list[Batch]) -> None:
         sink.write([it.record for it in items])
+        for b in whole:  # every result of these input batches is written now
+            b.ack()
         if fetcher.history is not None:
             remember(fetcher.history, items)  # after the results: off the next request's path
 
     async def output() -> None:
         async for items in out_recv:
-            await trio.to_thread.run_sync(release, items)
+            whole = []
             for it in items:
-                report.add("out")
-                report.add(f"outcome/{it.record['outcome']}")
                 entry = pending[it.token]
                 entry[0] -= 1
                 if entry[0] == 0:
                     del pending[it.token]
-                    await trio.to_thread.run_sync(entry[1].ack)
+                    whole.append(entry[1])
+            # one worker-thread call per group, not one more per acknowledged batch
+            await trio.to_thread.run_sync(release, items, whole)
+            for it in items:
+                report.add("out")
+                report.add(f"outcome/{it.record['outcome']}")
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(reader)
