@@ -148,7 +148,10 @@ def _child_main(root: str, opts: RunOptions, line: Any, news: Any = None) -> Non
                     continue
                 if finishing:
                     return
-                more.wait(0.05)
+                if more.wait(0.05):
+                    # Woken by the first results: let a few more groups arrive, so one
+                    # batch (a handful of LMDB commits) serves several of them.
+                    time.sleep(_COALESCE)
                 more.clear()
         finally:
             crawl.close()
@@ -160,6 +163,7 @@ def _child_main(root: str, opts: RunOptions, line: Any, news: Any = None) -> Non
 
 _DONE, _STOP, _MORE = b"done", b"stop", b"more"  # parent -> child (lifeline)
 _READY, _LINKS = b"ready", b"links"  # child -> parent (news)
+_COALESCE = 0.02  # seconds a woken parse process gathers results before claiming them
 
 
 def _listen(crawl: Crawl, news: list[Any], ready: threading.Event) -> None:
@@ -209,9 +213,17 @@ async def _process_children(crawl: Crawl) -> None:
     ready = threading.Event()
     ear: threading.Thread | None = None
 
-    def more() -> None:  # from write_results: results are in the spool
-        for line in lines:
-            line.send(_MORE)
+    said_more = [0.0]
+
+    def more() -> None:
+        """From write_results: results are in the spool. At most one word per
+        poll interval of the children (they look by themselves that often),
+        so the pipe cannot fill up behind a busy child."""
+        now = time.monotonic()
+        if now - said_more[0] >= 0.05:
+            said_more[0] = now
+            for line in lines:
+                line.send(_MORE)
 
     def tell(message: bytes) -> None:
         if message not in told:
