@@ -12,6 +12,7 @@ from .kv import drain_node as drain_node
 from .kv import init_cluster as init_cluster
 from .node import Node as Node
 from .node import node_id as node_id
+from .node import node_summary as node_summary
 from .node import route_records as route_records
 from .servers import DevCluster as DevCluster
 from .servers import stop_recorded as stop_recorded

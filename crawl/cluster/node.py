@@ -314,3 +314,27 @@ class Node:
         return {"node": m.node, "epoch": m.epoch, "owned": len(m.owned), "draining": len(m.draining),
                 "fenced": m.fenced or m.stale(), "outbox": self.outbox.counts()["queued"],
                 "inbox": self.inbox.counts()["queued"], **self.counts}
+
+
+def node_summary(crawl_dir: str | os.PathLike[str], now: float | None = None) -> dict[str, Any] | None:
+    """A node's cluster state for ``crawl stats`` (read only: map.json and the bridge's
+    status file), or None when the directory is not a node of a shared crawl."""
+    d = cluster_dir(crawl_dir)
+    m = ShardMap(crawl_dir)
+    if m.epoch < 0 and not (d / BRIDGE_STATUS).exists():
+        return None
+    now = time.time() if now is None else now
+    try:
+        st = orjson.loads((d / BRIDGE_STATUS).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        st = {}
+    st = st if isinstance(st, dict) else {}
+    lag = st.get("lag") or {}
+    ts = float(st.get("ts") or 0.0)
+    return {"node": m.node or st.get("node"), "crawl": m.crawl or st.get("crawl"), "epoch": m.epoch,
+            "shards_owned": len(m.owned), "shards": m.v, "shards_draining": len(m.draining),
+            "fenced": m.fenced, "bridge_running": bool(ts) and now - ts <= STATUS_FRESH,
+            "published": st.get("published"), "consumed": st.get("consumed"),
+            "routed_per_s": st.get("routed_per_s"), "lag": sum(int(n) for n in lag.values()),
+            "outbox": (st.get("outbox") or {}).get("queued"), "inbox": (st.get("inbox") or {}).get("queued"),
+            "cluster_idle": st.get("cluster_idle"), "bridge_said": st.get("error") or None}

@@ -291,3 +291,25 @@ def test_frontier_add_cluster_routes_every_url_to_its_owner(tmp_path: Path) -> N
     assert sorted(r["url"] for r in out) == sorted(urls)
     assert all(r["vshard"] == vshard(host_key(r["url"]), V) for r in out)
     assert not (d / "frontier").exists()
+
+
+def test_stats_shows_the_node_in_its_cluster(tmp_path: Path) -> None:
+    d = tmp_path / "a"
+    write_map(d, "a", A_SHARDS, epoch=4, draining=[A_SHARDS[0]])
+    status = {"ts": time.time() + 600, "published": 12,  # (fresh however slowly stats starts)
+              "consumed": 7, "lag": {"1": 3, "2": 1},
+              "outbox": {"queued": 2, "claimed": 0}, "inbox": {"queued": 0, "claimed": 0}, "cluster_idle": False}
+    (cluster_dir(d) / "bridge-status.json").write_bytes(orjson.dumps(status))
+    res = subprocess.run([sys.executable, "-m", "crawl", "stats", "--dir", str(d), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    c = orjson.loads(res.stdout)["cluster"]
+    assert (c["node"], c["epoch"], c["shards_owned"], c["shards"], c["shards_draining"]) == ("a", 4, 4, V, 1)
+    assert (c["lag"], c["published"], c["consumed"], c["outbox"], c["bridge_running"]) == (4, 12, 7, 2, True)
+    res = subprocess.run([sys.executable, "-m", "crawl", "stats", "--dir", str(d)], capture_output=True, text=True,
+                         timeout=60)
+    assert "shards owned" in res.stdout and "bridge running" in res.stdout
+    (tmp_path / "plain").mkdir()
+    res = subprocess.run([sys.executable, "-m", "crawl", "stats", "--dir", str(tmp_path / "plain"), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert "cluster" not in orjson.loads(res.stdout)
