@@ -211,11 +211,15 @@ async def connect(servers: str | list[str], *, name: str = "crawl", timeout: flo
     async def quiet(exc: Exception) -> None:  # the client logs every failed reconnect otherwise
         return None
 
+    # Without reconnects nats-py still cycles through the servers until each was
+    # tried max_reconnect_attempts times (0 means for ever): 1, and a deadline.
+    opts = dict(servers=urls, name=name, connect_timeout=timeout, allow_reconnect=reconnect,
+                max_reconnect_attempts=-1 if reconnect else 1, reconnect_time_wait=0.5,
+                error_cb=quiet, ping_interval=5, max_outstanding_pings=3)
     try:
-        return await nats.connect(
-            servers=urls, name=name, connect_timeout=timeout, allow_reconnect=reconnect,
-            max_reconnect_attempts=-1 if reconnect else 0, reconnect_time_wait=0.5,
-            error_cb=quiet, ping_interval=5, max_outstanding_pings=3)
+        if reconnect:
+            return await nats.connect(**opts)
+        return await asyncio.wait_for(nats.connect(**opts), timeout * (len(urls) + 1) + 1)
     except Exception as exc:  # nats raises several kinds; all mean the same to the operator
         raise UsageError(f"cannot reach the cluster at {','.join(urls)} ({exc or type(exc).__name__}): "
                          "is it running? (crawl cluster dev, or check --servers)") from None
