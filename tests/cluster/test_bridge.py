@@ -322,6 +322,19 @@ def test_drain_hands_shards_over_through_the_handoff_spool(nodes: Nodes, cluster
     assert done.returncode == 0 and "owns no shard" in done.stdout
 
 
+def test_learned_addresses_become_counted_ip_shares(pair: Nodes) -> None:
+    va, vb = pair.map("a")["owned"][0], pair.map("b")["owned"][0]
+    with Spool(pair.root / "a" / "cluster" / "outbox") as sp:
+        sp.put([{"kind": "ip", "host": "ha.test", "ip": "127.0.0.9", "vshard": va},
+                {"kind": "ip", "host": "hc.test", "ip": "127.0.0.10", "vshard": va}])
+    with Spool(pair.root / "b" / "cluster" / "outbox") as sp:
+        sp.put([{"kind": "ip", "host": "hb.test", "ip": "127.0.0.9", "vshard": vb}])
+    # 127.0.0.9 has hosts on both nodes (k = 2); 127.0.0.10 only on a: no share
+    for n in "ab":
+        wait_for(lambda n=n: pair.map(n).get("ip_share") == {"127.0.0.9": 2}, what=f"{n}'s ip_share")
+    assert not inbox_urls(pair.root / "a") and not inbox_urls(pair.root / "b")  # not routed as links
+
+
 def test_status_shows_members_epoch_shards_and_problems(pair: Nodes, cluster3: DevCluster) -> None:
     cmd = [*CRAWL, "cluster", "status", "--crawl", "pair"]
     ok = subprocess.run([*cmd, "--servers", cluster3.servers_arg], capture_output=True, text=True)
