@@ -57,7 +57,7 @@ REDONE_AFTER = 10.0  # seconds a handoff may stay unanswered before handoff-done
 SWEEP_EVERY = 60.0  # seconds between two looks for hosts of shards another node owns
 IP_MEMORY = 1 << 16  # host -> IP pairs already reported (forgotten all at once when full)
 
-Admit = Callable[..., dict[str, int]]  # Crawl.admit(recs, now, judged=True)
+Admit = Callable[..., dict[str, int]]  # Crawl.admit(recs, now, reseed=..., judged=True)
 SeenAdd = Callable[[list[int]], Any]
 
 
@@ -188,7 +188,16 @@ class Node:
             seen_add(fps)
             self.count("inbox/seen", len(fps))
         if urls:
-            admit(urls, now, judged=True)
+            # a handoff's queued URLs pass the seen set: a node that owned the shard
+            # before has them as seen, and would drop what it must fetch now
+            linked: list[Record] = []
+            moved: list[Record] = []
+            for r in urls:
+                (moved if r.pop("handoff", False) else linked).append(r)
+            if linked:
+                admit(linked, now, judged=True)
+            if moved:
+                admit(moved, now, reseed=True, judged=True)
             self.count("inbox/urls", len(urls))
         self.inbox.ack(k for k, _ in claimed)
         return len(claimed)
@@ -268,8 +277,10 @@ class Node:
         shard = self.map.shard
 
         def put(recs: list[Record]) -> None:
-            spool.put([{**r, "vshard": shard(r["host"] if r["kind"] != "url" else host_key(r["url"]))}
-                       for r in recs])
+            # A slice's URLs are marked: they were queued, not merely linked, so their new
+            # owner queues them even if its seen set knows them (it owned them before).
+            spool.put([{**r, "vshard": shard(host_key(r["url"])), "handoff": True} if r["kind"] == "url"
+                       else {**r, "vshard": shard(r["host"])} for r in recs])
         return put
 
     def spools_empty(self) -> bool:

@@ -313,3 +313,36 @@ def test_stats_shows_the_node_in_its_cluster(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "crawl", "stats", "--dir", str(tmp_path / "plain"), "--json"],
                          capture_output=True, text=True, timeout=60)
     assert "cluster" not in orjson.loads(res.stdout)
+
+
+def test_a_shard_that_comes_back_brings_its_queued_urls(two: Any, tmp_path: Path) -> None:
+    """a owned the shard first (its seen set knows the URLs), handed it to b, and gets it
+    back from b: the URLs b still had queued must be queued at a again, not dropped as seen."""
+    a, b = two
+    da, db = tmp_path / "a", tmp_path / "b"
+    shard = A_SHARDS[1]
+    urls = [f"http://{h}/q{j}" for h in hosts_of([shard], 3) for j in range(3)]
+    a.admit([link(u) for u in urls], time.time())
+    write_map(da, "a", A_SHARDS, epoch=2, draining=[shard])
+    a.node.refresh()
+    a.node.handoff()
+    write_map(da, "a", [s for s in A_SHARDS if s != shard], epoch=3)
+    write_map(db, "b", B_SHARDS + [shard], epoch=3)
+    a.node.refresh()
+    b.node.refresh()
+    play_bridge(a.node.handoff_out, spool(db, "inbox"), B_SHARDS + [shard])
+    while b.process_one_batch():
+        pass
+    assert b.frontier.pending()["queued"] == len(urls)
+    write_map(db, "b", B_SHARDS + [shard], epoch=4, draining=[shard])  # and back again
+    b.node.refresh()
+    b.node.handoff()
+    write_map(db, "b", B_SHARDS, epoch=5)
+    write_map(da, "a", A_SHARDS, epoch=5)
+    a.node.refresh()
+    b.node.refresh()
+    play_bridge(b.node.handoff_out, spool(da, "inbox"), A_SHARDS)
+    while a.process_one_batch():
+        pass
+    assert a.frontier.pending()["queued"] == len(urls)
+    assert {x["url"] for x in lease_all(a, time.time() + 5)} == set(urls)
