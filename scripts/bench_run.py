@@ -5,7 +5,7 @@ knobs: the same pages), robots.txt obeyed, one connection per host, the
 same per-host delay, same-host links. Two modes and two tiers:
 
 - ``many``: BENCH_HOSTS hosts (default 2,000) on BENCH_ADDRESSES loopback
-  addresses, a BENCH_DELAY (1 s) per-host delay, BENCH_SECONDS (40) each;
+  addresses, a BENCH_DELAY (1 s) per-host delay, BENCH_SECONDS (30) each;
   on the realistic tier this is also the memory figure (goal: all of the
   crawler's processes together <= 100 MB RSS);
 - ``one``: one host of BENCH_ONE_PAGES pages (200) at delay 0, crawled to the
@@ -57,7 +57,7 @@ from bench_testweb import ensure_tool  # noqa: E402 - after the path it needs
 
 OUT = ROOT / "bench-out" / "run"
 HOSTS = int(os.environ.get("BENCH_HOSTS", "2000"))
-SECONDS = float(os.environ.get("BENCH_SECONDS", "40"))
+SECONDS = float(os.environ.get("BENCH_SECONDS", "30"))
 DELAY = os.environ.get("BENCH_DELAY", "1.0")
 # Loopback addresses the hosts share. The frontier allows 4 requests in flight
 # per address, so 16 addresses would cap the whole crawl at 64 in flight;
@@ -156,7 +156,6 @@ class Web:
         self.cpu0 = proc_cpu(self.proc.pid)
 
     def log(self) -> list[dict[str, Any]]:
-        time.sleep(0.3)  # flushed every 100 ms
         with open(self.dir / "requests.log", "rb") as f:
             return [json.loads(line) for line in f if line.strip()]
 
@@ -171,15 +170,25 @@ class Web:
 def run_crawler(cmd: list[str], limit: float, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run to its end (or SIGTERM after ``limit`` s): wall, CPU of its tree, peak RSS."""
     cpu0, t0 = children_cpu(), time.monotonic_ns()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env, text=True,
+                            start_new_session=True)
     mem = TreeMemory(proc.pid)
     mem.start()
+    stopped = ""
     try:
         out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        stopped = "stopped with SIGTERM"
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # its own group only: the crawler and its children
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            stopped = "killed (SIGTERM was not enough within 30 s)"
     rss, nprocs, largest = mem.stop()
+    if stopped:
+        print(f"  ({Path(cmd[1] if 'python' in cmd[0] else cmd[0]).name}: {stopped} after {limit:.0f} s)")
     return {"t0": t0, "wall": (time.monotonic_ns() - t0) / 1e9, "cpu": children_cpu() - cpu0, "rc": proc.returncode,
             "stdout": out, "stderr": err, "rss": rss, "procs": nprocs, "largest": largest}
 
@@ -211,6 +220,8 @@ def bench_crawl(web: Web, delay: str, limit: float, one: bool) -> dict[str, Any]
     # busy with the home page; reported in issue 19). Idle time is not counted in pages/s.
     cmd += ["--idle-exit", "10s"] if one else ["--duration", f"{limit:.0f}s"]
     r = run_crawler(cmd, limit + 60)
+    (OUT / "crawl.stderr").write_text(r["stderr"])
+    (OUT / "crawl.stdout").write_text(r["stdout"])
     if r["rc"] != 0:
         sys.stderr.write(r["stderr"][-3000:])
         raise SystemExit("crawl run failed")
@@ -255,7 +266,7 @@ def bench_scrapy(web: Web, delay: str, limit: float, one: bool) -> dict[str, Any
     shutil.rmtree(pages_dir, ignore_errors=True)
     r = run_crawler([str(py), str(ROOT / "scripts" / "scrapy_baseline.py"), str(web.dir), str(pages_dir),
                      str(ONE_SECONDS if one else limit), delay], (ONE_SECONDS if one else limit) + 60)
-    if r["rc"] != 0:
+    if r["rc"] not in (0, -signal.SIGTERM, -signal.SIGKILL):  # stopped on time: its pages still count
         print(f"scrapy failed: {r['stderr'][-1000:]}")
         return None
     return r
@@ -271,7 +282,8 @@ def pct(xs: list[float], q: float) -> float:
 def show(name: str, r: dict[str, Any], one: bool) -> None:
     r["rate"] = r["pages"] / r["elapsed"]
     r["ms"] = 1000 * r["cpu"] / max(1, r["pages"])
-    line = (f"  {name:7s} {r['pages']:6,} pages in {r['elapsed']:5.1f} s = {r['rate']:7,.1f} pages/s, "
+    line = (f"  {name:7s} {r['pages']:6,} pages ({r['requests']:,} requests) in {r['elapsed']:5.1f} s = "
+            f"{r['rate']:7,.1f} pages/s, "
             f"{r['ms']:6.2f} CPU-ms/page, peak RSS {r['rss']:6.1f} MB over {r['procs']} process(es) "
             f"(largest {r['largest']:.1f} MB); server {1000 * r['server_cpu'] / max(1, r['pages']):.2f} CPU-ms/page")
     print(line)
@@ -307,12 +319,11 @@ def scenario(tier: str, mode: str) -> None:
         web = Web(f"web-{name}", tier, hosts, pages, addresses)
         try:
             r = BENCHES[name](web, delay, limit, one)
-            if r is not None:
-                served(web, r)
         finally:
             server_cpu = web.stop()
         if r is None:
             continue
+        served(web, r)  # after the stop: the server writes the rest of its log on the way out
         r["server_cpu"] = server_cpu
         show(name, r, one)
         results[name] = r
