@@ -221,6 +221,33 @@ def pytest_plugin_registered(plugin: object) -> None:
         sys.modules["conftest"] = _THIS
 
 
+# end-to-end crawls, the costliest part of the suite (see pytest_collection_modifyitems)
+LONG_FIRST = ("tests/run/", "tests/report/", "tests/recrawl/", "tests/cluster/",
+              "tests/frontier/test_frontier_kill.py", "tests/dedupe/test_dedupe.py",
+              "tests/test_cli_errors.py", "tests/testweb/test_realistic.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (--dist loadgroup)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``make test`` runs the suite on pytest-xdist workers (``-n``, ``--dist loadgroup``):
+    the tests of a module that share one of its module- or class-scoped fixtures (a web,
+    a crawl, a cluster made once for them) go to one worker, so that it is still made
+    once; every other test goes to whichever worker is free. Session fixtures (the
+    shared ``testweb``) are made once per worker.
+
+    On workers the end-to-end files (minutes of crawling each) are handed out
+    first, so that no worker starts one while the others have run dry."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: one order on every worker
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        if any(defs and defs[-1].scope in ("module", "class", "package")
+               for defs in info.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.fixture(scope="session")
 def testweb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestWeb]:
     """The shared web: 40 hosts, 10 pages each, simulated clock (see module docstring)."""
