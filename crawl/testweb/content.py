@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import functools
 import gzip
-import hashlib
 import html
-import random
 import struct
 import threading
 import time
@@ -20,17 +18,16 @@ import zlib
 from array import array
 from email.utils import formatdate
 
-from .generator import ROBOTS_LIMIT, Link, PageSpec, Web, _rng
-
-_SYL = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "da", "zu", "fi", "ho", "ge",
-        "ba", "ly", "qu", "wen", "tor", "mar", "sel", "vin", "dor", "kel")
-VOCAB: tuple[str, ...] = tuple(
-    a + b + c for a in _SYL for b in _SYL for c in ("", "n", "s", "ra", "th", "m", "x", "l")
-)[:4096]
-_BOILER = (
-    "Subscribe to our newsletter for weekly updates. All rights reserved. "
-    "Terms of use, privacy policy and cookie settings apply to this site."
-)
+from . import realistic
+from .generator import ROBOTS_LIMIT, Link, PageSpec, Web
+from .shapes import _rng
+from .words import _BOILER as _BOILER
+from .words import _RUN as _RUN
+from .words import VOCAB as VOCAB
+from .words import _pool as _pool
+from .words import _text as _text
+from .words import _words as _words
+from .words import chrome as chrome
 
 
 def http_date(t: float) -> str:
@@ -39,48 +36,6 @@ def http_date(t: float) -> str:
 
 def iso_date(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-_RUN = 40  # words per slice of the pool
-
-
-@functools.cache
-def _pool() -> tuple[str, list[int]]:
-    """A fixed 2 MB text of pseudo-words and the offsets where words start.
-
-    Page text is a sequence of short runs cut from random places of this
-    pool: as cheap as slicing, yet two pages share no more than chance
-    runs, so distinct pages are far apart for a simhash.
-    """
-    words = random.Random("testweb-pool").choices(VOCAB, k=300_000)
-    text = " ".join(words) + " "
-    starts = [0]
-    for w in words:
-        starts.append(starts[-1] + len(w) + 1)
-    return text, starts
-
-
-def _text(r: random.Random, n: int) -> str:
-    """About ``n`` words drawn with ``r``."""
-    text, starts = _pool()
-    top = len(starts) - _RUN - 1
-    run = min(n, _RUN)
-    count = max(1, n // run)
-    picks = array("I", r.randbytes(4 * count))  # one call instead of a randrange per run
-    return " ".join([text[starts[j]: starts[j + run] - 1] for j in (p % top for p in picks)])
-
-
-def _words(seed: object, n: int) -> str:
-    """About ``n`` words keyed by ``seed`` (no Random object: seeding one costs more)."""
-    text, starts = _pool()
-    run = min(n, _RUN)
-    count = max(1, n // run)
-    if count > 16:
-        return _text(_rng("words", seed), n)
-    key = hashlib.blake2b(repr(seed).encode(), digest_size=4 * count).digest()
-    top = len(starts) - run - 1
-    picks = [p % top for p in array("I", key)]
-    return " ".join([text[starts[j]: starts[j + run] - 1] for j in picks])
 
 
 def _a(link: Link) -> str:
@@ -115,9 +70,7 @@ def _article(spec: PageSpec, src: int, body_links: list[Link]) -> str:
 def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> bytes:
     """An ordinary page; ``variant`` is one of the near-duplicate variants or ''."""
     if web.config.profile == "realistic":
-        from .realistic import page_html as realistic_html
-
-        return realistic_html(web, i, k, version, variant)
+        return realistic.page_html(web, i, k, version, variant)
     spec = web.page(i, k)
     host = web.host(i)
     src = host.mirror_of if host.mirror_of is not None else i
@@ -148,20 +101,6 @@ def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> byte
     body = ["<body>", header, "<main><article>", f"<h1>{html.escape(title)}</h1>", changing,
             article, imgs, "</article>", ad, "</main>", footer, "</body>", "</html>"]
     return "\n".join(head + body).encode()
-
-
-def chrome(web: Web, spec: PageSpec, src: int, version: int, variant: str) -> tuple[str, str, str]:
-    """(revision note, ad block, footer) of an ordinary page, the same in both profiles:
-    the note changes with the page's version, the ad with the ``ref`` variant."""
-    changing = ""
-    if spec.change_period is not None:
-        changing = (f'<p class="updated">Revision {version}: '
-                    f"{_words(('rev', src, spec.k, version), 40)}</p>")
-    ad_key = (src, spec.path, variant if variant == "ref" else "")
-    ad = "" if variant == "print" else f'<aside class="ad">{_words(("ad",) + ad_key, 25)}</aside>'
-    footer = "" if variant == "print" else (
-        f"<footer><p>{_BOILER}</p><p>&copy; 2026 {web.host_name(src)}</p></footer>")
-    return changing, ad, footer
 
 
 def simple_html(title: str, links: list[tuple[str, str]], text_seed: object, words: int = 120) -> bytes:

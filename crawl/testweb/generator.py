@@ -15,14 +15,20 @@ from __future__ import annotations
 import functools
 import hashlib
 import posixpath
-import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from . import realistic
 from .rules import TRAP_NAMES as TRAP_NAMES
 from .rules import TRAP_PATTERNS as TRAP_PATTERNS
 from .rules import rules_disallow as rules_disallow
 from .rules import trap_of as trap_of
+from .shapes import CHANGE_PERIODS as CHANGE_PERIODS
+from .shapes import Host as Host
+from .shapes import Link as Link
+from .shapes import PageSpec as PageSpec
+from .shapes import _rng as _rng
+from .shapes import digest as digest
 
 # (behaviour, robots variant): the first hosts of a "default" web, in order.
 PROFILES: tuple[tuple[str, str], ...] = (
@@ -63,7 +69,6 @@ WORDS = (
     "mosaic beacon saffron juniper nimbus"
 ).split()
 NEAR_DUP_VARIANTS = ("tracking", "print", "mobile", "ref")
-CHANGE_PERIODS = (None, None, 3600, 86400, 7 * 86400)
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z: "Last-Modified" of pages that never change
 ROBOTS_LIMIT = 500 * 1024  # RFC 9309 2.5: parsers must read at least 500 KiB
 PAGE_PROFILES = ("synthetic", "realistic")
@@ -114,51 +119,6 @@ class WebConfig:
                 known = ", ".join(sorted(set(BEHAVIOURS) | set(ROBOTS_VARIANTS)))
                 raise ValueError(f"unknown behaviour(s) in --mix: {', '.join(sorted(unknown)) or '(none)'}; "
                                  f"use default, plain or a comma list of: {known}")
-
-
-@dataclass(frozen=True)
-class Host:
-    index: int
-    name: str
-    address: str
-    behaviour: str
-    robots: str
-    mirror_of: int | None = None  # a "mirror" host serves this host's bytes
-
-
-@dataclass(frozen=True)
-class Link:
-    url: str  # absolute, resolved, with port: what a correct parser extracts
-    href: str  # as written in the HTML
-    tag: str = "a"  # a, img, link
-    rel: tuple[str, ...] = ()
-    text: str = ""
-
-
-@dataclass(frozen=True)
-class PageSpec:
-    """One ordinary page: everything but its bytes."""
-
-    host: int
-    k: int
-    path: str
-    size: int
-    change_period: int | None
-    phase: int
-    meta_robots: str | None
-    base_href: str | None
-    links: tuple[Link, ...] = field(default=())
-    kind: str = ""  # realistic pages: prose, code, table or index
-
-
-def _rng(*parts: object) -> random.Random:
-    """A generator seeded by ``parts``: stable across runs and Python versions."""
-    key = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
-    return random.Random(int.from_bytes(key, "little"))
-
-
-def digest(*parts: object) -> str:
-    return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).hexdigest()
 
 
 class Web:
@@ -284,9 +244,7 @@ class Web:
     def _page(self, i: int, k: int) -> PageSpec:
         cfg = self.config
         if cfg.profile == "realistic":
-            from .realistic import page_spec  # realistic imports this module
-
-            return page_spec(self, i, k)
+            return realistic.page_spec(self, i, k)
         host = self.host(i)
         src = host.mirror_of if host.mirror_of is not None else i
         r = _rng(cfg.seed, "page", src, k)

@@ -25,8 +25,13 @@ import math
 import posixpath
 import random
 from array import array
+from typing import TYPE_CHECKING
 
-from .generator import Link, PageSpec, Web, _rng
+from .shapes import CHANGE_PERIODS, Link, PageSpec, _rng
+from .words import VOCAB, _pool, _words, chrome
+
+if TYPE_CHECKING:
+    from .generator import Web
 
 # Page size (bytes of HTML): a log-normal body and a log-uniform fat tail.
 BODY_MEDIAN = 18_000
@@ -80,8 +85,6 @@ def sidebar_html(web: Web, src: int) -> str:
 
 
 def _title(src: int, k: int) -> str:
-    from .content import _words
-
     return _words(("title", src, k), 3).title()
 
 
@@ -109,8 +112,6 @@ _FORMS = ("root", "root", "relative", "relative", "absolute", "scheme")
 
 def page_spec(web: Web, i: int, k: int) -> PageSpec:
     """The realistic page ``k`` of host ``i``: size, kind and links in document order."""
-    from .generator import CHANGE_PERIODS
-
     cfg = web.config
     host = web.host(i)
     src = host.mirror_of if host.mirror_of is not None else i
@@ -195,8 +196,6 @@ _TABLE_ROWS = 20_000
 @functools.cache
 def _code_pool() -> tuple[str, list[int]]:
     """Pseudo source code (already HTML-safe) and the offsets where its lines start."""
-    from .content import VOCAB
-
     r = random.Random("testweb-code")
     lines, starts, pos = [], [], 0
     shapes = ("def {a}_{b}({c}, {d}=None):", "    {a} = {b}.{c}({d}, {n})", "    return {a}_{b}({c})",
@@ -216,8 +215,6 @@ def _code_pool() -> tuple[str, list[int]]:
 
 @functools.cache
 def _table_pool() -> tuple[str, list[int]]:
-    from .content import VOCAB
-
     r = random.Random("testweb-table")
     rows, starts, pos = [], [], 0
     for _ in range(_TABLE_ROWS):
@@ -240,8 +237,6 @@ def _slices(pool: tuple[str, list[int]], r: random.Random, run: int, count: int)
 
 def _filler(kind: str, r: random.Random, nbytes: int) -> list[str]:
     """Blocks of about ``nbytes`` of content for a page of ``kind``."""
-    from .content import _pool
-
     if nbytes <= 0:
         return []
     share_code = {"code": 0.75, "prose": 0.1}.get(kind, 0.0)
@@ -274,8 +269,6 @@ def _a(link: Link) -> str:
 
 def page_html(web: Web, i: int, k: int, version: int, variant: str = "") -> bytes:
     """The bytes of a realistic page (``variant``: a near-duplicate variant or '')."""
-    from .content import _words, chrome
-
     spec = web.page(i, k)
     host = web.host(i)
     src = host.mirror_of if host.mirror_of is not None else i
