@@ -73,7 +73,7 @@ class Bridge:
     """One node's bridge. ``await run()`` until ``stop`` is set."""
 
     def __init__(self, servers: str, crawl: str, node: str, crawl_dir: str | os.PathLike[str], *,
-                 out_batch: int = 4096, fetch_batch: int = 512, plan_every: float = 0.5,
+                 out_batch: int = 4096, fetch_batch: int = 512, plan_every: float = 1.0,
                  log: Any = None) -> None:
         self.servers = servers
         self.crawl = crawl
@@ -94,6 +94,7 @@ class Bridge:
         self.fetchers: dict[int, asyncio.Task[None]] = {}
         self.fenced = False
         self.last_beat = 0.0
+        self.last_beat_wall = 0.0
         self.ip_share: dict[str, int] = {}
         self.counts: Counter[str] = Counter()
         self.out_events: deque[tuple[float, int, int]] = deque()  # (t, vshard, records)
@@ -187,31 +188,46 @@ class Bridge:
         assert self.cl is not None and self.cfg is not None
         await asyncio.wait_for(self.cl.heartbeat(self.node, self._info()), self.cfg.ttl / 3)
         self.last_beat = time.monotonic()
+        self.last_beat_wall = time.time()
 
     async def _beat_loop(self) -> None:
+        """Heartbeat every TTL/5 (a slow write still leaves TTL/2 - TTL/5 of margin before
+        the node fences), in a task of its own so that a hanging write does not stop the
+        map file; rewrite map.json twice a second with ``ts`` = the last heartbeat written."""
         assert self.cfg is not None
-        every = self.cfg.ttl / 3
-        while True:
-            try:
-                await self._beat()
-                if self.fenced:
-                    self._note("heartbeat written again: leasing may resume")
-                self.fenced = False
-            except Exception as exc:
-                self._note("heartbeat failed", exc)
-            if time.monotonic() - self.last_beat > self.cfg.ttl / 2 and not self.fenced:
-                self.fenced = True
-                self._note(f"no heartbeat for {self.cfg.ttl / 2:.1f} s: fenced (no leasing)")
-            self._write_map()
-            await asyncio.sleep(min(every, max(0.05, self.last_beat + self.cfg.ttl / 2 + 0.01
-                                               - time.monotonic())) if not self.fenced else every)
+        every = min(self.cfg.ttl / 5, 2.0)
+        beat: asyncio.Task[None] | None = None
+        next_beat = 0.0
+        try:
+            while True:
+                now = time.monotonic()
+                if beat is not None and beat.done():
+                    exc = beat.exception()
+                    if exc is None:
+                        if self.fenced:
+                            self._note("heartbeat written again: leasing may resume")
+                        self.fenced = False
+                    else:
+                        self._note("heartbeat failed", exc)
+                    beat = None
+                if beat is None and now >= next_beat:
+                    beat = asyncio.create_task(self._beat())
+                    next_beat = now + every
+                if time.monotonic() - self.last_beat > self.cfg.ttl / 2 and not self.fenced:
+                    self.fenced = True
+                    self._note(f"no heartbeat for {self.cfg.ttl / 2:g} s: fenced (no leasing)")
+                self._write_map()
+                await asyncio.sleep(min(0.5, every))
+        finally:
+            if beat is not None:
+                beat.cancel()
 
     # -- the map --------------------------------------------------------------------
     async def _plan_loop(self) -> None:
         while True:
             try:
                 cur, rev, _ = await self.planner.step()
-                self.members = sorted(await self.cl.members())  # type: ignore[union-attr]
+                self.members = sorted(self.planner.members)
                 await self._apply(cur, rev)
                 await self._handoff()
                 await self._refresh_ip_share()
@@ -320,7 +336,7 @@ class Bridge:
         data = {"crawl": self.crawl, "node": self.node, "epoch": self.map.get("epoch", 0),
                 "V": self.cfg.v, "owned": sorted(self.owned), "owner": self.map.get("owner", {}),
                 "draining": sorted(self.draining), "fenced": self.fenced, "ip_share": self.ip_share,
-                "ts": time.time(), "fence_after": self.cfg.ttl / 2, "members": self.members}
+                "ts": self.last_beat_wall, "fence_after": self.cfg.ttl / 2, "members": self.members}
         try:
             _jdump(self.dir / MAP, data)
         except OSError as exc:
@@ -534,9 +550,13 @@ class Bridge:
                 lag: dict[str, int] = {}
                 queued = 0
                 for k in range(len(self.cfg.ranges())):
-                    info = await self.cl.js.stream_info(
-                        stream_name(self.crawl, k), subjects_filter=f"crawl.{self.crawl}.links.*")
+                    name = stream_name(self.crawl, k)
+                    info = await self.cl.js.stream_info(name)
                     queued += info.state.messages
+                    if not info.state.messages or not self.consuming.get(k):
+                        continue  # per-subject counts only where something waits
+                    info = await self.cl.js.stream_info(
+                        name, subjects_filter=f"crawl.{self.crawl}.links.*")
                     for subj, n in (info.state.subjects or {}).items():
                         v = int(subj.rsplit(".", 1)[1])
                         if v in self.owned:

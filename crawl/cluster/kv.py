@@ -429,12 +429,14 @@ class Planner:
         self.settle = settle
         self._seen: tuple[frozenset[str], float] | None = None
         self._first: float | None = None
+        self.members: dict[str, dict[str, Any]] = {}
 
     async def step(self, now: float | None = None) -> tuple[dict[str, Any], int, bool]:
         """Read members and map, plan, CAS if needed: (map, revision, whether this node wrote it)."""
         assert self.cluster.config is not None
         now = time.time() if now is None else now
-        alive = set(await self.cluster.members())
+        self.members = await self.cluster.members()
+        alive = set(self.members)
         leaving = await self.cluster.leaving()
         cur, rev = await self.cluster.read_map()
         owners = set(cur.get("owner", {}).values())
