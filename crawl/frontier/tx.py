@@ -19,7 +19,7 @@ from crawl.core import Record, records
 from . import hostqueue as hq
 from .hostqueue import HostState
 from .ipslots import IpSlots
-from .politeness import MAX_PRIORITY, effective_priority, fast_host, host_of
+from .politeness import MAX_PRIORITY, effective_priority, fast_host, host_of, release_delay
 
 
 def _number(value: object) -> float | None:
@@ -569,9 +569,13 @@ class Tx(IpSlots):
                 continue
             lease = hq.decode_lease(raw)
             h = self.host(lease.hid)
-            # The fetcher may have reached the host just before it died: wait a
-            # normal delay before asking again.
-            h.next_allowed = max(h.next_allowed, self.now + self.cfg.default_delay)
+            # The fetcher may have reached the host just before it died (or its
+            # answer may still be on its way here): wait the host's own delay,
+            # Crawl-delay included, from the expiry, the last moment its answer
+            # can have ended that the frontier knows of.
+            floor = release_delay(self.cfg, h.last_response if h.last_response >= 0 else None,
+                                  h.crawl_delay if h.crawl_delay >= 0 else None)
+            h.next_allowed = max(h.next_allowed, self.now + floor)
             h.lease = 0
             self.release_ip(h.ip)
             if hq.decode_entry(lease.entry, h.name).attempts >= self.cfg.max_leases:

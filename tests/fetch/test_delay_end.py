@@ -107,3 +107,19 @@ def test_a_fetch_record_says_when_its_answer_ended(tmp_path: Path) -> None:
     # fetched_at is read before the fetch's clock starts, and ended_at never early: at least the sum
     assert rec["outcome"] == "ok" and rec["ended_at"] >= rec["fetched_at"] + rec["timings"]["total"] - 1e-5
     assert rec["timings"]["total"] >= (served["end"] - served["start"]) / S  # the whole dripped body
+
+
+def test_an_expired_lease_holds_a_host_for_its_crawl_delay_not_only_delay(tmp_path: Path) -> None:
+    """A lease that expires (its fetch slow, or its result late under load) may
+    have reached the host just before: the host waits its own delay from the
+    expiry, the Crawl-delay it asked for included, not only --delay."""
+    with Frontier(tmp_path / "f", Politeness(default_delay=0.2, response_factor=0.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{n}"} for n in (1, 2, 3)], T0)
+        [first] = fr.next(1, 8, T0)
+        fr.complete([{**first, "kind": "fetch", "outcome": "ok", "status": 200, "crawl_delay": 2.0,
+                      "ended_at": T0 + 0.1}], T0 + 0.2)
+        [second] = fr.next(1, 8, T0 + 2.1)
+        assert fr.requeue_expired(T0 + 10.1) == 1  # its result never came
+        assert fr.next(1, 8, T0 + 12.0) == []  # 0.2 s after the expiry would be too soon
+        [again] = fr.next(1, 8, T0 + 12.1)
+        assert again["url"] == second["url"]
