@@ -182,7 +182,7 @@ def run_cluster(cluster: DevCluster, n: int) -> dict[str, Any]:
     pages, rate = web.pages(t0_ns)
     web.stop()
     return {"nodes": n, "pages": pages, "rate": rate, "wall": wall, "cpu": cpu + servers, "engine": bridges + servers,
-            "routed": routed}
+            "routed": routed, "bridges": bridges, "servers": servers}
 
 
 def main() -> None:
@@ -191,6 +191,7 @@ def main() -> None:
           f"links to other hosts; {SECONDS:.0f} s per run; {CORES} cores; "
           f"load {Path('/proc/loadavg').read_text().split()[:3]}")
     rows = [run_plain()]
+    shutil.rmtree(OUT / "servers", ignore_errors=True)  # a fresh cluster: no old streams
     with DevCluster(OUT / "servers", 3) as cluster:
         for n in NODES:
             rows.append(run_cluster(cluster, n))
@@ -210,6 +211,9 @@ def main() -> None:
               f"{100 * r['engine'] / max(1e-9, r['cpu']):>8.1f}% {r['routed']:>8} {link:>15.1f} "
               f"{r['cpu'] / r['wall']:>8.2f}")
     print(f"* after a {WARMUP:.0f} s warm-up; CPU columns cover the whole run (start-up included)")
+    for r in rows[1:]:
+        print(f"engine CPU with {r['nodes']} node(s): bridges {r['bridges']:.2f} s, nats-servers "
+              f"{r['servers']:.2f} s, crawl runs (with parse children) {r['cpu'] - r['engine']:.2f} s")
     last = rows[-1]
     busy = last["cpu"] / last["wall"]
     if busy > 0.8 * CORES:

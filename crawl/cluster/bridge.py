@@ -445,7 +445,9 @@ class Bridge:
                 if psub is None:
                     psub = await js.pull_subscribe_bind(self._durable(k), stream)
                 try:
-                    msgs = await psub.fetch(self.fetch_batch, timeout=1.0)
+                    # a lingering pull: it returns as soon as messages come, so a long
+                    # expiry costs no latency, only fewer requests while idle
+                    msgs = await psub.fetch(self.fetch_batch, timeout=5.0)
                 except (TimeoutError, NatsTimeout):
                     continue
                 await self._take(msgs)
@@ -568,7 +570,7 @@ class Bridge:
             except Exception as exc:
                 self._note("status round failed", exc)
             self._write_status()
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(2.0)
 
     def _write_status(self) -> None:
         info = self._info()

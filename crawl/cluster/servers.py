@@ -111,11 +111,30 @@ class DevCluster:
 
     # -- configuration --------------------------------------------------------------
     def _plan(self) -> None:
-        ports = free_ports(3 * self.n)
+        ports = self._old_ports() or free_ports(3 * self.n)
         self.servers = [
             Server(f"n{i + 1}", self.root / f"n{i + 1}", ports[3 * i], ports[3 * i + 1], ports[3 * i + 2])
             for i in range(self.n)
         ]
+
+    def _old_ports(self) -> list[int] | None:
+        """The ports of the cluster last started in this directory, if they are all free:
+        a dev cluster started again on its data keeps its addresses (its JetStream peers
+        find each other on the same routes, and clients on the same URLs)."""
+        try:
+            old = json.loads((self.root / STATE).read_text())["servers"]
+            ports = [int(x[k]) for x in old for k in ("port", "cluster_port", "http_port")]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if len(ports) != 3 * self.n:
+            return None
+        for p in ports:
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", p))
+                except OSError:
+                    return None
+        return ports
 
     def _config(self, s: Server) -> str:
         lines = [

@@ -206,7 +206,7 @@ def bridge_cmd(crawl_dir: Path, servers: str, crawl_name: str, node: str,
     deduplicated by Nats-Msg-Id; the node's shards -> DIR/cluster/inbox,
     acknowledged after an fsynced write; DIR/cluster/map.json follows the
     shard map (fenced when heartbeats fail); DIR/cluster/bridge-status.json
-    every second. Runs until SIGTERM or Ctrl-C.
+    every 2 s. Runs until SIGTERM or Ctrl-C.
     """
     check_name("crawl", crawl_name)
     check_name("node", node)
