@@ -8,28 +8,20 @@ import sys
 import time
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from crawl.core import BadRecord, CrawlDir, ExitStatus, Report, UsageError, records
-from crawl.parse import ParseConfig
-from crawl.run import (
-    CYCLE_MODES,
-    MODES,
-    Budgets,
-    Crawl,
-    RunOptions,
-    Scope,
-    make_display,
-    run_crawl,
-    summary,
-)
+from crawl.run import CYCLE_MODES, MODES  # light: the loop's modules load in command()
 
 from ._cluster import cluster_run_options, cluster_settings
 from ._common import dir_option
 from ._fetchopts import fetch_config_from, fetch_options, raise_open_files
 from ._politeness import DURATION, politeness_from, politeness_options
+
+if TYPE_CHECKING:
+    from crawl.run import Crawl
 
 
 def _apply_config(ctx: click.Context, path: Path | None) -> None:
@@ -162,6 +154,10 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     if report.counts.get("bad_records"):
         report.warn(f"{report.counts['bad_records']} seed(s) skipped (above); "
                     f"{len(urls)} seed(s) to crawl")
+    # Here, not at the top: `crawl run --help` needs none of the loop (crawl.core.lazy).
+    from crawl.parse import ParseConfig
+    from crawl.run import Budgets, Crawl, RunOptions, Scope, make_display, run_crawl, summary
+
     politeness = politeness_from(kw)
     fetch_cfg, net = fetch_config_from(kw, host_delay=politeness.default_delay)
     raise_open_files()

@@ -33,23 +33,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import ada_url
 
-from crawl.canon import CANON_VERSION, DEFAULT, CanonConfig, CanonError, Resolver
+from crawl.canon import CANON_VERSION, CanonError, Resolver
 from crawl.core import Record, records
 from crawl.text import charset
 
 from . import feed, links, sitemap, traps
+from .config import ANCHOR_CHARS as ANCHOR_CHARS
+from .config import ParseConfig as ParseConfig
 
 PRIORITY_MAX = 9
 DEFAULT_PRIORITY = 1
 POSITION_DEMOTE = 100
 SITEMAP_UP = 0.8  # a sitemap <priority> at least this raises the link's priority a step
 SITEMAP_DOWN = 0.2  # and at most this lowers it a step
-ANCHOR_CHARS = 100
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/html"})
 _SNIFF_TYPES = frozenset({"", "application/octet-stream", "unknown/unknown"})
@@ -70,23 +71,6 @@ class Response(Protocol):
     headers: list[tuple[str, str]]
     body: bytes
     content_type: str
-
-
-@dataclass(frozen=True, slots=True)
-class ParseConfig:
-    """Caps and switches of the parse stage (the command's flags)."""
-
-    max_links: int = 10_000
-    max_sitemap_urls: int = sitemap.MAX_URLS
-    anchor_chars: int = ANCHOR_CHARS
-    agent: str = "crawl"
-    follow_nofollow: bool = False
-    rejects: bool = False
-    canon: CanonConfig = DEFAULT
-    traps: traps.TrapPolicy = field(default_factory=traps.TrapPolicy)
-
-    def with_max_url_length(self, n: int) -> ParseConfig:
-        return replace(self, canon=replace(self.canon, max_length=n))
 
 
 @dataclass(slots=True)

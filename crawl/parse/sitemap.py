@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
+from .config import MAX_SITEMAP_URLS
+
 # sitemaps.org: at most 50,000 URLs and 50 MiB (uncompressed) per file.
-MAX_URLS = 50_000
+MAX_URLS = MAX_SITEMAP_URLS
 MAX_BYTES = 50 << 20
 
 _SNIFF = re.compile(rb"<(?:[A-Za-z_][\w.\-]*:)?(urlset|sitemapindex)[\s>/]")

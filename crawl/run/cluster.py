@@ -24,7 +24,6 @@ from typing import Any
 
 import trio
 
-from crawl.cluster import node_id
 from crawl.core import Lifeline, Report
 
 from .crawl import Crawl
@@ -35,6 +34,8 @@ NO_MAP_WARN = 15.0  # seconds without a shard map before the run says so
 
 
 def bridge_argv(crawl: Crawl, fd: int) -> list[str]:
+    from crawl.cluster import node_id  # here: a crawl of one machine never loads the cluster client
+
     o = crawl.opts
     return [sys.executable, "-m", "crawl", "cluster", "bridge", "--servers", o.cluster,
             "--crawl", o.cluster_crawl, "--node", node_id(crawl.cdir.root, o.node or None),

@@ -32,13 +32,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
 
 from crawl.canon import CanonError
-from crawl.cluster import Node
 from crawl.core import (
     Batch,
     CrawlDir,
@@ -54,15 +53,19 @@ from crawl.dedupe import Deduper
 from crawl.fetch import FetchConfig, StoreOptions
 from crawl.frontier import Frontier, Politeness, enqueue_due, wait_notice
 from crawl.net import AddressPolicy
-from crawl.parse import LinkGraph, ParseConfig, parse_fetch
+from crawl.parse import LinkGraph, ParseConfig
 from crawl.recrawl import Recrawler, split_budget
 from crawl.seen import SeenSet, canonical
 from crawl.store import read_response
 
 from .crawllog import CrawlLog, event_of
+from .options import CYCLE_MODES as CYCLE_MODES
 from .options import describe
 from .scope import Scope
 from .stats import RUN_STATUS
+
+if TYPE_CHECKING:
+    from crawl.cluster import Node
 
 FAILURES = frozenset({"timeout", "connect-error", "dns-error", "protocol-error", "http-error"})
 # Longest wait of the lease loop with nothing to lease: completions and new
@@ -88,9 +91,6 @@ class Budgets:
     max_per_host: int = 0  # distinct URLs admitted per host, over the crawl directory's life
     duration: float = 0.0  # seconds of wall time for this run
     idle_exit: float = 60.0  # end when nothing is due for this long (work stays queued)
-
-
-CYCLE_MODES = ("auto", "new", "continue")
 
 
 @dataclass
@@ -166,7 +166,11 @@ class Crawl:
             opts.lease_seconds = 2 * lim.total + lim.connect + 30.0
         self.frontier = Frontier(cdir.frontier, opts.politeness)
         # shared crawl: lease only this node's shards, route other hosts' links away
-        self.node = Node(cdir.root, self.frontier) if opts.cluster else None
+        self.node: Node | None = None
+        if opts.cluster:  # here: a crawl of one machine never loads the cluster client
+            from crawl.cluster import Node
+
+            self.node = Node(cdir.root, self.frontier)
         self.seen = SeenSet(cdir.seen)
         self.dedupe = Deduper(cdir.dedupe)
         # History for the freshness model is kept on every crawl, so a later
@@ -506,6 +510,9 @@ class Crawl:
         claimed = self.fetched.claim(size)
         if not claimed:
             return inbox
+        # here: lxml loads with the first page, not before the first request
+        from crawl.parse import parse_fetch
+
         now = time.time()
         recs: list[Record] = []
         for _, data in claimed:

@@ -27,6 +27,9 @@ from .stats import RUN_STATUS
 if TYPE_CHECKING:
     from .crawl import RunOptions
 
+# the choices of crawl run --cycle (its help says what each does); here, not in .crawl, so
+# that the command's flags are declared without loading the loop
+CYCLE_MODES = ("auto", "new", "continue")
 VERSION = 1
 
 

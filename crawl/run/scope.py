@@ -41,7 +41,8 @@ class Scope:
             except (CanonError, ValueError):
                 continue
             self.hosts.add(host)
-            self.domains.add(registered_domain(host.rsplit(":", 1)[0] if host.count(":") == 1 else host))
+            if self.mode == "domain":  # only it reads them; the public-suffix list loads here
+                self.domains.add(registered_domain(host.rsplit(":", 1)[0] if host.count(":") == 1 else host))
 
     def reason_out(self, url: str, depth: int = 0) -> str | None:
         """None if ``url`` is in scope, else a short reason code."""

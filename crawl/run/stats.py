@@ -57,11 +57,12 @@ def gather(root: str | Path, now: float | None = None) -> dict[str, Any]:
     out["warc"] = {"files": len(warcs), "bytes": sum(p.stat().st_size for p in warcs), "dir": str(cd.warc)}
     n, size = _dir_bytes(cd.log, "*.zst")
     out["log"] = {"files": n, "bytes": size}
-    from crawl.cluster import node_summary
+    if cd.sub("cluster").is_dir():  # a node of a shared crawl (crawl run --cluster) has D/cluster
+        from crawl.cluster import node_summary  # here: the cluster client loads only for a node
 
-    node = node_summary(cd.root, now)  # a node of a shared crawl (crawl run --cluster)
-    if node is not None:
-        out["cluster"] = node
+        node = node_summary(cd.root, now)
+        if node is not None:
+            out["cluster"] = node
     status = cd.root / RUN_STATUS
     if status.exists():
         try:
