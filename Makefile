@@ -20,7 +20,7 @@ demo: $(STAMP)
 # suite starts `python -m crawl` hundreds of times, and each start would compile the
 # whole crawler again (a fifth of the suite's CPU). __pycache__ is ignored by git.
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 3 --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	@for f in scripts/bench*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

@@ -195,9 +195,10 @@ def test_sigkill_loops_lose_nothing(tmp_path: Path) -> None:
         step(real=True)
     start = time.monotonic()
     # 30 s of kills; on a loaded machine (fewer runs get killed mid-way) go on
-    # until the 100 the assertion wants, within two minutes.
+    # until the 100 the assertion wants, within three minutes (make test runs the
+    # suite on two workers, so a neighbour's crawl can halve the rate: 96 in 120 s seen).
     while h.kills < 250 and (time.monotonic() - start < 30
-                             or (h.kills < 100 and time.monotonic() - start < 120)):
+                             or (h.kills < 100 and time.monotonic() - start < 180)):
         step()
     assert h.kills >= 100, f"only {h.kills} kills in {h.runs} runs"
 
