@@ -102,6 +102,8 @@ class Bridge:
         self.error = ""
         self.members: list[str] = []
         self._ip_next = 0.0
+        self._ip_mark: tuple[Any, Any] | None = None
+        self._ips_sent: dict[str, set[int]] = {}
         self._idle_sig: tuple[Any, ...] | None = None
         self._idle_since = 0.0
         self.cluster_idle = False
@@ -410,7 +412,14 @@ class Bridge:
         groups, ips, bad = self._group(batch)
         n = await self._publish(groups, f"{tag}{batch[0][0].hex()}")
         if ips:
-            await self.cl.register_ips(ips)  # type: ignore[union-attr]
+            # each (address, vshard) goes to KV once per bridge: a crawl learns the same
+            # pairs again and again, and every KV write is a replicated, fsynced CAS
+            new = {ip: vs - self._ips_sent.get(ip, set()) for ip, vs in ips.items()}
+            new = {ip: vs for ip, vs in new.items() if vs}
+            if new:
+                await self.cl.register_ips(new)  # type: ignore[union-attr]
+                for ip, vs in new.items():
+                    self._ips_sent.setdefault(ip, set()).update(vs)
         if bad:
             await self._dead(bad, f"unroutable {tag or 'outbox'} record")
         await asyncio.to_thread(sp.ack, [k for k, _ in batch])
@@ -537,7 +546,15 @@ class Bridge:
     async def _refresh_ip_share(self) -> None:
         if time.monotonic() < self._ip_next:
             return
-        self._ip_next = time.monotonic() + 5.0  # one get per IP: not every map round
+        self._ip_next = time.monotonic() + 5.0
+        # reading the registry is one get per address: only when it or the map changed
+        from .kv import ip_bucket
+
+        info = await self.cl.js.stream_info(f"KV_{ip_bucket(self.crawl)}")  # type: ignore[union-attr]
+        mark = (info.state.last_seq, self.map.get("epoch"))
+        if mark == self._ip_mark:
+            return
+        self._ip_mark = mark
         reg = await self.cl.ip_registry()  # type: ignore[union-attr]
         share = ip_share(reg, self.map.get("owner", {}))
         if share != self.ip_share:
