@@ -218,6 +218,27 @@ class DevCluster:
                         raise CrawlError(f"nats-server {s.name} not healthy after {timeout:.0f} s: "
                                          f"{body.strip()[:200] or code} (see {s.dir / 'server.log'})")
                     time.sleep(0.1)
+        if self.n > 1:
+            self._wait_meta_peers(deadline, timeout)
+
+    def _wait_meta_peers(self, deadline: float, timeout: float) -> None:
+        """Until the meta leader sees every peer current: each server healthy is not yet
+        a cluster that can place an R3 stream (a create made then failed now and then)."""
+        while True:
+            for s in self.servers:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{s.http_port}/jsz", timeout=2) as r:
+                        meta = json.loads(r.read()).get("meta_cluster") or {}
+                except (OSError, ValueError):
+                    continue
+                reps = meta.get("replicas") or []
+                if meta.get("leader") == s.name and len(reps) == self.n - 1 \
+                        and all(x.get("current") for x in reps):
+                    return
+            if time.monotonic() > deadline:
+                raise CrawlError(f"the {self.n} nats-servers did not form one JetStream cluster in "
+                                 f"{timeout:.0f} s (see {self.root}/*/server.log)")
+            time.sleep(0.1)
 
     def kill(self, i: int, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to server ``i`` (0-based) and reap it."""
