@@ -521,15 +521,32 @@ def _delay_history(events: list[dict[str, Any]], cfg: Politeness, state: dict[st
         level, failures = r.level, r.failures
         here = (r.cause, r.delay)
         if prev is None or r.cause != prev[0] or abs(r.delay - prev[1]) > CHANGE * prev[1]:
-            nxt = events[i + 1].get("ts") if i + 1 < len(events) else None
-            ts = ev.get("ts")
-            out.append({"ts": ts, "url": ev.get("url"), "outcome": ev.get("outcome"), "status": ev.get("status"),
-                        "retry_after": r.retry_after, "cause": r.cause, "delay": round(r.delay, 3),
-                        "level": r.level, "failures": r.failures,
-                        "next_result_after": round(nxt - ts, 3) if isinstance(nxt, int | float)
-                        and isinstance(ts, int | float) else None})
+            gap = _gap(ev, events[i + 1]) if i + 1 < len(events) else None
+            out.append({"ts": ev.get("ts"), "url": ev.get("url"), "outcome": ev.get("outcome"),
+                        "status": ev.get("status"), "retry_after": r.retry_after, "cause": r.cause,
+                        "delay": round(r.delay, 3), "level": r.level, "failures": r.failures,
+                        "next_request_after": gap})
             prev = here
     return out[-limit:]
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _gap(ev: dict[str, Any], nxt: dict[str, Any]) -> float | None:
+    """Seconds from the end of ``ev``'s answer to the start of the host's next
+    request: what the delay rule governs (it runs from the end of the answer as
+    the crawler received it). The crawl log's ``ended_at`` and ``seconds`` say
+    both; a log written before ``ended_at`` existed gives the gap between the
+    two results' log times, which also holds a result's storage time."""
+    end, start = _num(ev.get("ended_at")), None
+    n_end, n_secs = _num(nxt.get("ended_at")), _num(nxt.get("seconds"))
+    if n_end is not None and n_secs is not None:
+        start = n_end - n_secs
+    if end is None or start is None:
+        end, start = _num(ev.get("ts")), _num(nxt.get("ts"))
+    return None if end is None or start is None else round(start - end, 3)
 
 
 def _host_verdict(w: dict[str, Any], now: float) -> str:
@@ -677,11 +694,12 @@ def format_host(w: dict[str, Any]) -> str:
         lines.append(_line("robots.txt", f"{r['origin']}: {r['verdict']}{extra}"))
     lines.append(_line("outcomes", ", ".join(f"{k} {v:,}" for k, v in w["outcomes"].items()) or "none yet"))
     lines.append(_line("delay changes", f"{len(w['changes'])} (replayed from the crawl log through the "
-                                        "frontier's rules; 'then' is when the host's next result came)"))
+                                        "frontier's rules; 'then' is the gap from the end of that answer "
+                                        "to the host's next request)"))
     for ch in w["changes"]:
         code = ch.get("status") or ch.get("outcome")
         ra = f", Retry-After {_secs(ch['retry_after'])}" if ch.get("retry_after") is not None else ""
-        then = f", then {_secs(ch['next_result_after'])}" if ch.get("next_result_after") is not None else ""
+        then = f", then {_secs(ch['next_request_after'])}" if ch.get("next_request_after") is not None else ""
         lines.append(_line("", f"{_iso(ch['ts'])} {code}{ra}: {ch['cause']} {_secs(ch['delay'])}{then}"
                                f"  ({ch['url']})"))
     lines.append(_line("recent", f"last {len(w['recent'])} results"))

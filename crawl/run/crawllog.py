@@ -33,7 +33,8 @@ def event_of(rec: Record, now: float | None = None) -> Record:
     for key in ("url", "host", "ip", "outcome", "status", "bytes", "digest", "simhash",
                 "duplicate_of", "distance", "depth", "attempt", "etag", "last_modified",
                 "changed", "retry_after", "content_type", "warc", "location", "robots",
-                "parent", "anchor", "source", "truncated", "error", "hops", "crawl_delay"):
+                "parent", "anchor", "source", "truncated", "error", "hops", "crawl_delay",
+                "ended_at"):
         if key in rec:
             ev[key] = rec[key]
     t = rec.get("timings")
