@@ -312,13 +312,23 @@ class Cluster:
 
     async def cas_map(self, new: dict[str, Any], revision: int) -> bool:
         """Write ``new`` only if the map is still at ``revision``; True if this writer won."""
-        from nats.js.errors import KeyWrongLastSequenceError
+        from nats.js.errors import KeyWrongLastSequenceError, NoStreamResponseError
 
-        try:
-            await self.kv_map.update(MAP_KEY, orjson.dumps(new), last=revision)
-        except KeyWrongLastSequenceError:
-            return False
-        return True
+        for attempt in range(30):
+            try:
+                await self.kv_map.update(MAP_KEY, orjson.dumps(new), last=revision)
+            except KeyWrongLastSequenceError:
+                return False
+            except NoStreamResponseError:
+                # no server took it (the stream's interest not yet known where this
+                # client is connected, just after creation or a restart): nothing was
+                # written, so trying again keeps the CAS exact
+                if attempt == 29:
+                    raise
+                await asyncio.sleep(0.1)
+                continue
+            return True
+        return False
 
     async def leaving(self) -> set[str]:
         """Nodes an operator asked to drain (``crawl cluster drain``)."""
