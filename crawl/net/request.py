@@ -62,7 +62,8 @@ class Exchange:
     ip: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     # perf_counter() when the answer ended as we received it: its last body byte
-    # read, the error, or the headers of a body not wanted. A host's delay runs
+    # read, or, for a body not wanted, cut short or broken, the close of its
+    # connection (the server is writing until then). A host's delay runs
     # from here (crawl/frontier/complete.py), not from when the result is stored.
     ended: float = 0.0
     decoded: bytes = b""  # first ``keep`` decoded bytes, when asked for
@@ -231,9 +232,15 @@ async def exchange(
             if ex.response is not None:
                 ex.truncated = "time"
     finally:
-        # Not after release: closing a connection is not part of the answer.
-        ex.ended = ex.ended or time.perf_counter()
-        ex.timings["total"] = ex.ended - t0
+        # An answer read to its end ends with its last byte: handing the connection
+        # back to the pool is not part of it. One skipped, cut short or broken ends,
+        # for the server, when we close the connection it is still writing to (a
+        # delay counted from the headers of a skipped 5 MB PDF would start while the
+        # server still sends it), so then the end is taken after the release.
+        read_whole = bool(ex.ended) and not (ex.skipped or ex.truncated or ex.failure)
         if resp is not None:
             await transport.release(resp)
+        if not read_whole:
+            ex.ended = time.perf_counter()
+        ex.timings["total"] = ex.ended - t0
     return ex

@@ -68,6 +68,40 @@ def test_next_request_starts_the_delay_after_the_last_byte_of_a_dripped_body(tmp
         assert e["outcome"] == "ok" and e["seconds"] >= (r["end"] - r["start"]) / S, (e, r)
 
 
+def test_a_body_not_wanted_ends_when_the_crawler_closes_its_connection(tmp_path: Path) -> None:
+    """Pages of a type not asked for: the crawler reads the headers and closes the
+    connection while the server is still dripping the body. For the server the
+    answer ends at that close, so the delay runs from there, not from the headers."""
+    with start_testweb(tmp_path, hosts=2, seed=7, pages=6, mix="slow", latency=0, drip=0.02,
+                       clock=TESTWEB_CLOCK) as web:
+        [slow] = web.with_behaviour("slow")
+        big = sorted((p for p in web.pages_of(slow) if p["status"] == 200 and (p.get("approx_bytes") or 0) >= 40 << 10
+                      and str(p.get("content_type", "")).startswith("text/html") and not p.get("disallowed")),
+                     key=lambda p: p["url"])[:3]
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("".join(p["url"] + "\n" for p in big))
+        d = tmp_path / "D"
+        res = subprocess.run(
+            [*CRAWL, "run", "--dir", str(d), "--seeds", str(seeds), "--resolve-file", str(web.hosts_file),
+             "--allow-private", "--scope", "any", "--delay", str(DELAY), "--response-factor", "0",
+             "--content-type", "application/pdf", "--timeout", "10", "--idle-exit", "2s",
+             "--parse-procs", "0", "--progress", "plain"],
+            capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr[-2000:]
+        log = sorted((r for r in web.requests() if r["host"] == slow and r["ua"].startswith("crawl/")),
+                     key=lambda r: r["start"])
+        hosts = web.hosts
+    pages = [r for r in log if r["path"] != "/robots.txt"]
+    assert len(pages) >= 2
+    fetched = {e["url"]: e for e in read_log(d / "log") if e.get("event") == "fetch"}
+    assert {fetched[web.url(slow, r["path"])]["outcome"] for r in pages} == {"skipped-content-type"}
+    # the server was cut off mid-body: its answers ended well before the whole dripped body
+    assert all((r["end"] - r["start"]) / S < 0.5 for r in pages)
+    for prev, nxt in zip(log, log[1:], strict=False):
+        assert (nxt["start"] - prev["end"]) / S >= DELAY - TOLERANCE, (prev["path"], nxt["path"])
+    assert audit(log, hosts, delay=DELAY, agent="crawl") == []
+
+
 def test_the_frontier_counts_the_delay_from_ended_at_not_from_completion(tmp_path: Path) -> None:
     """A result that sat in a spool for 5 s after its answer ended: the host was
     due DELAY after the answer, not DELAY after the result was applied. ended_at
