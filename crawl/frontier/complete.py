@@ -152,10 +152,15 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
         # --backoff-cap: leasing sooner would only find the same verdict, and
         # keep the crawl from ever being idle); without one (a record not from
         # our fetcher) the host's own backoff says when.
+        # Counted from now, not from the answer's end: the fetcher's retry_after is
+        # its robots cache's expiry less the time it made the record (after the
+        # answer ended), so from the end the host came due just before the cache
+        # expired, and its next lease found the cached verdict, a "failed check"
+        # that asked nothing. Now is later than both: never a shorter wait.
         h.backoff += 1
-        wait = parse_retry_after(ra, base) if ra is not None else None
+        wait = parse_retry_after(ra, now) if ra is not None else None
         delay = min(wait, DAY) if wait is not None else backoff_delay(cfg, h.backoff)
-        h.next_allowed = base + max(floor, delay)
+        h.next_allowed = now + max(floor, delay)
         counted = attempts - 1 if attempts else 0  # a lease spent waiting is not an attempt
         disposition = "robots-wait"
         t.count("robots_waits")
