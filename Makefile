@@ -19,8 +19,13 @@ demo: $(STAMP)
 # Bytecode is written even where the environment says PYTHONDONTWRITEBYTECODE: the
 # suite starts `python -m crawl` hundreds of times, and each start would compile the
 # whole crawler again (a fifth of the suite's CPU). __pycache__ is ignored by git.
+# Serial: on two xdist workers (TEST_ARGS="-n 2 --dist loadgroup") the suite takes a
+# third of the wall time, but each of three clean-clone runs had one or two timing-bound
+# tests miss (a NATS timeout, a WARC overwrite race, a drain double store); serial it
+# passed. make test TEST_ARGS="-n 2 --dist loadgroup" runs it on workers.
+TEST_ARGS ?=
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q $(TEST_ARGS)
 
 bench: $(STAMP)
 	@for f in scripts/bench*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
