@@ -21,8 +21,9 @@ demo: $(STAMP)
 # whole crawler again (a fifth of the suite's CPU). __pycache__ is ignored by git.
 # Serial: on two xdist workers (TEST_ARGS="-n 2 --dist loadgroup") the suite takes a
 # third of the wall time, but each of three clean-clone runs had one or two timing-bound
-# tests miss (a NATS timeout, a WARC overwrite race, a drain double store); serial it
-# passed. make test TEST_ARGS="-n 2 --dist loadgroup" runs it on workers.
+# tests miss (a NATS timeout, a WARC overwrite race, a drain double store); the last
+# landing passed serially (917 s). make test TEST_ARGS="-n 2 --dist loadgroup" runs
+# it on workers.
 TEST_ARGS ?=
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q $(TEST_ARGS)
