@@ -462,10 +462,23 @@ class Planner:
 async def init_cluster(servers: str, config: ClusterConfig,
                        v_given: bool = True) -> tuple[bool, ClusterConfig]:
     """``crawl cluster init``: (whether it was created now, the crawl's config)."""
+    from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.errors import NoStreamResponseError
+
     nc = await connect(servers, reconnect=False)
     try:
         cl = Cluster(nc, config.crawl)
-        created = await cl.init(config, v_given=v_given)
+        # Just after a cluster starts (or a server restarts) a stream or bucket made a
+        # moment ago may have no server answering for it yet ("no response from
+        # stream"); init only creates what is missing, so asking again is safe.
+        for attempt in range(40):
+            try:
+                created = await cl.init(config, v_given=v_given)
+                break
+            except (NoStreamResponseError, NatsTimeout):
+                if attempt == 39:
+                    raise
+                await asyncio.sleep(0.25)
         assert cl.config is not None
         return created, cl.config
     finally:
