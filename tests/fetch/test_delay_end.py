@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from conftest import TESTWEB_CLOCK, start_testweb
 from fetchutil import run_batch
@@ -30,15 +31,21 @@ S = 1e9  # ns in a second
 T0 = 1_000_000.0
 
 
+def _dripped_pages(web: Any, host: str) -> list[dict[str, Any]]:
+    """Up to three allowed HTML pages of ``host`` of 40 KB or more: at the drip used
+    here each takes longer than DELAY to send."""
+    return sorted((p for p in web.pages_of(host) if p["status"] == 200 and (p.get("approx_bytes") or 0) >= 40 << 10
+                   and str(p.get("content_type", "")).startswith("text/html") and not p.get("disallowed")),
+                  key=lambda p: p["url"])[:3]
+
+
 def test_next_request_starts_the_delay_after_the_last_byte_of_a_dripped_body(tmp_path: Path) -> None:
     # latency 0: headers at once; 1 KiB every 0.02 s: the host's two pages of 52 and 75 KB
     # drip for about 1 and 1.5 s, longer than DELAY
     with start_testweb(tmp_path, hosts=2, seed=7, pages=6, mix="slow", latency=0, drip=0.02,
                        clock=TESTWEB_CLOCK) as web:
         [slow] = web.with_behaviour("slow")
-        big = sorted((p for p in web.pages_of(slow) if p["status"] == 200 and (p.get("approx_bytes") or 0) >= 40 << 10
-                      and str(p.get("content_type", "")).startswith("text/html") and not p.get("disallowed")),
-                     key=lambda p: p["url"])[:3]
+        big = _dripped_pages(web, slow)
         assert len(big) >= 2, "the web must have dripped pages longer than the delay"
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("".join(p["url"] + "\n" for p in big))
@@ -75,9 +82,7 @@ def test_a_body_not_wanted_ends_when_the_crawler_closes_its_connection(tmp_path:
     with start_testweb(tmp_path, hosts=2, seed=7, pages=6, mix="slow", latency=0, drip=0.02,
                        clock=TESTWEB_CLOCK) as web:
         [slow] = web.with_behaviour("slow")
-        big = sorted((p for p in web.pages_of(slow) if p["status"] == 200 and (p.get("approx_bytes") or 0) >= 40 << 10
-                      and str(p.get("content_type", "")).startswith("text/html") and not p.get("disallowed")),
-                     key=lambda p: p["url"])[:3]
+        big = _dripped_pages(web, slow)
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("".join(p["url"] + "\n" for p in big))
         d = tmp_path / "D"
