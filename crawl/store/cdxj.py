@@ -58,6 +58,19 @@ def timestamp14(warc_date: str) -> str:
     return _NOT_DIGIT.sub("", warc_date)[:14]
 
 
+def redirect_location(url: str, status: str | None, location: str | None) -> str | None:
+    """The absolute target of a 3xx capture, for the index's ``location`` field, so a
+    redirect chain can be followed from the index alone, as from the crawl log."""
+    if not location or not status or not status.startswith("3"):
+        return None
+    from urllib.parse import urljoin
+
+    try:
+        return urljoin(url, location.strip())
+    except ValueError:  # a Location no URL parser accepts: keep it as the server sent it
+        return location.strip()
+
+
 def cdxj_line(url: str, warc_date: str, fields: dict[str, Any]) -> bytes:
     body = orjson.dumps({"url": url, **fields})
     return f"{surt(url)} {timestamp14(warc_date)} ".encode() + body + b"\n"
@@ -88,8 +101,10 @@ def _lines_from_warc(path: Path) -> Iterator[bytes]:
                 "digest": rec.rec_headers.get_header("WARC-Payload-Digest") or "",
                 "length": str(length), "offset": str(off), "filename": path.name,
             }
-            yield cdxj_line(rec.rec_headers.get_header("WARC-Target-URI"),
-                            rec.rec_headers.get_header("WARC-Date"), fields)
+            url = rec.rec_headers.get_header("WARC-Target-URI")
+            if loc := redirect_location(url, fields["status"], h.get_header("Location")):
+                fields["location"] = loc
+            yield cdxj_line(url, rec.rec_headers.get_header("WARC-Date"), fields)
     except Exception:  # noqa: BLE001 -- a torn tail ends the file's index, not the build
         return
 

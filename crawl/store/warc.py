@@ -365,7 +365,7 @@ class WarcWriter:
         return self._appended(write)
 
     def _index_line(self, cap: Capture, date: str, ptr: dict[str, Any], digest: str) -> None:
-        from .cdxj import cdxj_line
+        from .cdxj import cdxj_line, redirect_location
 
         assert self._cdxj is not None and cap.response is not None
         status = cap.response.get_statuscode()
@@ -374,6 +374,8 @@ class WarcWriter:
                  "length": str(ptr["length"]), "offset": str(ptr["offset"]), "filename": ptr["file"]}
         if cap.kind == "revisit":
             extra["mime"] = "warc/revisit"
+        if loc := redirect_location(cap.url, status, cap.response.get_header("Location")):
+            extra["location"] = loc
         self._cdxj.write(cdxj_line(cap.url, date, extra))
 
     def sync(self) -> None:

@@ -23,8 +23,8 @@ from warcutil import warcio_check  # noqa: E402
 
 
 def _capture(url: str, body: bytes, *, encoding: str | None = None, status: str = "200 OK",
-             truncated: str | None = None) -> store.Capture:
-    hdrs = [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))]
+             truncated: str | None = None, extra: tuple[tuple[str, str], ...] = ()) -> store.Capture:
+    hdrs = [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body))), *extra]
     if encoding:
         hdrs.append(("Content-Encoding", encoding))
     resp = store.http_block(f"HTTP/1.1 {status}", hdrs)
@@ -164,6 +164,27 @@ def test_cdxj_index_build_and_lookup(tmp_path: Path) -> None:
     assert n2 == 3 and path.read_text().splitlines() == lines
     assert cdxj.lookup(tmp_path, "http://example.test/", prefix=True)[0]["url"].startswith("http://example.test/")
     assert p2["file"] == p1["file"]
+
+
+def test_the_index_carries_a_redirects_absolute_target(tmp_path: Path) -> None:
+    """An auditor follows a redirect chain from the index alone (issue 18): a 3xx capture's
+    line carries ``location`` resolved against its URL, when written and when rebuilt from
+    the WARC; a 200 that sends a Location header carries none."""
+    w = store.WarcWriter(tmp_path)
+    w.write(_capture("http://example.test/old/a", b"", status="301 Moved Permanently",
+                     extra=(("Location", " ../new/b?x=1 "),)))
+    w.write(_capture("http://example.test/c", b"c", extra=(("Location", "/elsewhere"),)))
+    w.close()
+    path, n = cdxj.build(tmp_path)
+    assert n == 2
+    def fields() -> dict[str, dict]:
+        return {cdxj.parse_line(line)[2]["url"]: cdxj.parse_line(line)[2]
+                for line in path.read_text().splitlines()}
+    written = fields()
+    assert written["http://example.test/old/a"]["location"] == "http://example.test/new/b?x=1"
+    assert "location" not in written["http://example.test/c"]
+    cdxj.build(tmp_path, rescan=True)
+    assert fields() == written
 
 
 def test_read_response_refuses_paths_outside(tmp_path: Path) -> None:
