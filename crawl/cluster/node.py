@@ -45,7 +45,7 @@ import orjson
 
 from crawl.canon import host_key
 from crawl.core import Record, Spool, records, replace_file
-from crawl.frontier import Frontier, host_names, merge_host_state, take_hosts
+from crawl.frontier import Frontier, host_names, merge_done, merge_host_state, take_hosts
 
 from .shards import BRIDGE_STATUS, HANDOFF_DONE, HANDOFF_OUT, INBOX, OUTBOX, ShardMap, cluster_dir
 
@@ -165,6 +165,7 @@ class Node:
         now = time.time()
         hosts: list[Record] = []
         fps: list[int] = []
+        done: list[Record] = []
         urls: list[Record] = []
         for _, data in claimed:
             try:
@@ -180,6 +181,7 @@ class Node:
                 hosts.append(rec)
             elif kind == "seen":
                 fps.extend(int(f, 16) for f in rec.get("fps") or () if isinstance(f, str))
+                done.append(rec)
             else:
                 self.count("inbox/bad")
         if hosts:
@@ -187,6 +189,11 @@ class Node:
         if fps:
             seen_add(fps)
             self.count("inbox/seen", len(fps))
+            # links that overtook the slice (they waited in the stream while the old
+            # owner no longer read them) may have queued pages it did: they leave
+            got = merge_done(self.frontier, done, now)
+            self.count("inbox/unqueued", got["unqueued"])
+            self.count("inbox/done_in_flight", got["leased"])
         if urls:
             # a handoff's queued URLs pass the seen set: a node that owned the shard
             # before has them as seen, and would drop what it must fetch now

@@ -29,5 +29,6 @@ from .robotswait import describe_wait as describe_wait
 from .robotswait import plural as plural
 from .robotswait import wait_notice as wait_notice
 from .slices import host_names as host_names
+from .slices import merge_done as merge_done
 from .slices import merge_host_state as merge_host_state
 from .slices import take_hosts as take_hosts

@@ -15,12 +15,21 @@ records again, which the importer's seen set and the frontier's own
 
 A host with a lease in flight is left alone (``busy``): it moves once its
 fetch has completed, never in the middle of one.
+
+The importer cannot count on the slice coming first: links for a shard
+being handed over wait in the stream while its old owner no longer reads
+them, and reach the new owner before the slice does, past a seen set that
+does not know them yet. :func:`merge_done` makes the slice's done URLs win
+whatever came first: a copy already queued here leaves its queue, and the
+URL is marked done here for the rest of the cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
+
+import xxhash
 
 from crawl.core import Record, records
 
@@ -138,6 +147,108 @@ def _url_record(e: hq.Entry, prio: int) -> Record:
     rec = e.record()
     rec.setdefault("priority", prio)
     return records.make("url", **rec)
+
+
+def merge_done(fr: Any, recs: Iterable[Record], now: float) -> dict[str, int]:
+    """Take over the URLs a previous owner did (``seen`` records of a slice).
+
+    Each is marked done in this cycle (a later link to it is a no-op), and a
+    copy that an earlier link queued here is taken out of its host's queue
+    (ready or delayed): it was fetched already, by the node that owned the
+    host then. A copy leased here already is left to its lease (too late to
+    take back; the caller counts it). Returns ``done`` (marked) and
+    ``unqueued`` (copies removed) and ``leased`` (copies in flight).
+    """
+    wanted: dict[str, set[int]] = {}
+    for rec in recs:
+        name, fps = rec.get("host"), rec.get("fps")
+        if isinstance(name, str) and name and isinstance(fps, list):
+            wanted.setdefault(name, set()).update(int(f, 16) for f in fps if isinstance(f, str))
+    counts = {"done": 0, "unqueued": 0, "leased": 0}
+    if not wanted:
+        return counts
+    with fr.env.begin(write=True) as txn:
+        t = fr._tx(txn, now)
+        queued: dict[int, set[int]] = {}  # host id -> fingerprints queued here
+        names: dict[int, str] = {}
+        for name, fps in wanted.items():
+            hid = t.host_id(name)
+            for fp in sorted(fps):
+                old = txn.get(hq.known_key(hid, fp), db=t.dk)
+                state = hq.decode_known(old)[0] if old is not None else 0
+                if state == hq.QUEUED:  # (leased ones too: see lease_host)
+                    queued.setdefault(hid, set()).add(fp)
+                    names[hid] = name
+                elif state not in (hq.DONE, hq.DROPPED):
+                    t.set_known(hid, fp, hq.DONE)
+                    counts["done"] += 1
+        for hid, fps in sorted(queued.items()):
+            gone = _unqueue(t, hid, names[hid], fps)
+            gone |= _undelay(t, hid, names[hid], fps - gone)
+            for fp in gone:
+                t.set_known(hid, fp, hq.DONE)
+            counts["done"] += len(gone)
+            counts["unqueued"] += len(gone)
+            counts["leased"] += len(fps - gone)
+            if gone:
+                h = t.host(hid)
+                h.queued -= len(gone)
+                t.count("queued", -len(gone))
+                if h.head == hq.NO_HEAD:
+                    if not h.lease:
+                        t.unschedule(hid, h)
+                elif h.sched < hq.WAITING_IP:
+                    t.reschedule(hid, h)  # its first ready URL may be of another priority now
+        t.flush()
+    fr._carry = None
+    return counts
+
+
+def _fp(entry: bytes, name: str) -> int:
+    return xxhash.xxh3_64_intdigest(hq.entry_url(entry, name)[0].encode("utf-8", "surrogatepass"))
+
+
+def _unqueue(t: Any, hid: int, name: str, fps: set[int]) -> set[int]:
+    """Take the entries with these fingerprints out of the host's ready queue; the ones found.
+    Blocks are rewritten in place (emptied ones deleted); the host's head and tail follow."""
+    cur, prefix, gone = t.qcur, hq.hid_key(hid), set()
+    edits: list[tuple[bytes, bytes]] = []
+    if cur.set_range(prefix):
+        while cur.key()[:4] == prefix:
+            items = [(e, _fp(e, name)) for e in hq.block_entries(bytes(cur.value()))]
+            keep = [e for e, fp in items if fp not in fps]
+            if len(keep) != len(items):
+                gone.update(fp for _, fp in items if fp in fps)
+                edits.append((bytes(cur.key()), b"".join(hq.block_item(e) for e in keep)))
+            if not cur.next():
+                break
+    for key, block in edits:
+        if block:
+            t.txn.put(key, block, db=t.dq)
+        else:
+            t.txn.delete(key, db=t.dq)
+    if edits:
+        h = t.host(hid)
+        first = cur.key() if cur.set_range(prefix) else b""
+        h.head = first[4] if first[:4] == prefix else hq.NO_HEAD
+        h.tail_prio, h.tail_seq = hq.NO_HEAD, 0  # the next add finds its tail block by a search
+    return gone
+
+
+def _undelay(t: Any, hid: int, name: str, fps: set[int]) -> set[int]:
+    """Take the host's delayed entries with these fingerprints out; the ones found."""
+    if not fps:
+        return set()
+    prefix, gone, keys = hq.hid_key(hid), set(), []
+    for key, value in t.txn.cursor(db=t.dd):
+        if value[:4] == prefix:
+            fp = _fp(bytes(value[5:]), name)
+            if fp in fps:
+                gone.add(fp)
+                keys.append(bytes(key))
+    for key in keys:
+        t.txn.delete(key, db=t.dd)
+    return gone
 
 
 def merge_host_state(fr: Any, recs: Iterable[Record], now: float) -> int:

@@ -346,3 +346,44 @@ def test_a_shard_that_comes_back_brings_its_queued_urls(two: Any, tmp_path: Path
         pass
     assert a.frontier.pending()["queued"] == len(urls)
     assert {x["url"] for x in lease_all(a, time.time() + 5)} == set(urls)
+
+
+def test_a_link_that_overtakes_the_slice_does_not_fetch_a_done_page_again(two: Any, tmp_path: Path) -> None:
+    """The drain bug of issue 20: links for a draining shard wait in the stream (its old
+    owner stopped reading them) and reach the new owner BEFORE the slice whose ``seen``
+    record says which pages are done: the seen set there does not know them yet. The
+    slice's done URLs must win whatever came first: nothing the old owner fetched is
+    fetched again by the new one."""
+    a, b = two
+    da, db = tmp_path / "a", tmp_path / "b"
+    shard = A_SHARDS[2]
+    moving = hosts_of([shard], 3)
+    urls = [f"http://{h}/r{j}" for h in moving for j in range(3)]
+    now = time.time()
+    a.admit([link(u) for u in urls], now)
+    first = a.frontier.next(100, 30.0, now)  # one page of each host, fetched at a
+    a.frontier.complete([{"kind": "fetch", "v": 1, "url": x["url"], "lease": x["lease"], "outcome": "ok",
+                          "status": 200} for x in first], now + 0.5)
+    done_at_a = {x["url"] for x in first}
+    assert len(done_at_a) == len(moving)
+    write_map(da, "a", A_SHARDS, epoch=2, draining=[shard])
+    a.node.refresh()
+    # a page of a, parsed while the shard drains, links to pages a has done: they go out
+    # as links (a no longer admits the shard), ahead of the slice
+    assert a.admit([link(u) for u in sorted(done_at_a)], now + 1)["routed"] == len(done_at_a)
+    a.node.handoff(now + 2)
+    write_map(da, "a", [s for s in A_SHARDS if s != shard], epoch=3)
+    write_map(db, "b", B_SHARDS + [shard], epoch=3)
+    a.node.refresh()
+    b.node.refresh()
+    assert play_bridge(a.node.outbox, spool(db, "inbox"), B_SHARDS + [shard]) == len(done_at_a)
+    while b.process_one_batch():  # the links first, alone: b's seen set knows nothing of them
+        pass
+    assert b.frontier.pending()["queued"] == len(done_at_a)
+    play_bridge(a.node.handoff_out, spool(db, "inbox"), B_SHARDS + [shard])
+    while b.process_one_batch():
+        pass
+    assert b.frontier.pending()["queued"] == len(urls) - len(done_at_a)  # the done ones left b's queues
+    at_b = {x["url"] for x in lease_all(b, time.time() + 5)}
+    assert at_b == set(urls) - done_at_a  # nothing fetched twice, nothing lost
+    assert b.admit([link(u) for u in sorted(done_at_a)], time.time())["added"] == 0  # and known for later

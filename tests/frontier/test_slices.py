@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from crawl.frontier import Frontier, Politeness, host_names, merge_host_state, take_hosts
+from crawl.frontier import (
+    Frontier,
+    Politeness,
+    host_names,
+    merge_done,
+    merge_host_state,
+    take_hosts,
+)
 from crawl.frontier.leases import fingerprint
 
 T0 = 1_000_000.0
@@ -132,3 +139,26 @@ def test_lease_filter_and_ip_share(fr: Frontier) -> None:
     fr.ip_share = {}
     t += 10
     assert "h0.test" in {x["host"] for x in fr.next(10, 30.0, t)}
+
+
+def test_merge_done_takes_out_copies_queued_before_the_slice(fr: Frontier) -> None:
+    """A previous owner's done URLs win over links that came first: ready and delayed
+    copies leave the queue, a leased copy is left to its lease, other URLs stay."""
+    urls = [f"http://h{i % 3}.test/q{i}" for i in range(30)]
+    fr.add([url_rec(u, priority=i % 3) for i, u in enumerate(urls)], T0)
+    fr.add([url_rec("http://h0.test/later", due=T0 + 500)], T0)
+    leased = fr.next(10, 30.0, T0)  # one per host: in flight during the merge
+    in_flight = {x["url"] for x in leased}
+    gone = [u for u in urls[::4] if u not in in_flight] + ["http://h0.test/later"]
+    seen = [{"kind": "seen", "host": h, "fps": [f"{fingerprint(u):016x}" for u in [*gone, *in_flight]
+                                                 if f"//{h}/" in u]} for h in ("h0.test", "h1.test", "h2.test")]
+    seen.append({"kind": "seen", "host": "h9.test", "fps": [f"{fingerprint('http://h9.test/x'):016x}"]})
+    before = fr.pending()["queued"]
+    got = merge_done(fr, seen, T0 + 1)
+    assert got == {"done": len(gone) + 1, "unqueued": len(gone), "leased": len(in_flight)}
+    assert fr.pending()["queued"] == before - len(gone)
+    assert merge_done(fr, seen, T0 + 2)["unqueued"] == 0  # twice changes nothing
+    fr.complete([done(x) for x in leased], T0 + 2)
+    assert drain_urls(fr, T0 + 600) == set(urls) - set(gone) - in_flight
+    # known as done here now: a later link is a no-op, on a host never seen before too
+    assert fr.add([url_rec(u) for u in [*gone, "http://h9.test/x"]], T0 + 700)["added"] == 0
