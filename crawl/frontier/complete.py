@@ -110,6 +110,10 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
         return _event(t, rec, "frontier.bad-record",
                       error=f"url does not match lease {rec['lease']} (leased {leased!r})")
     h = t.host(hid)
+    # Released at the end of its answer (crawl/frontier/handoff.py): the host is
+    # free, or another lease's already; only the URL's state is left to record.
+    released = h.lease != lease_id
+    allowed = h.next_allowed
     backing_off = h.backoff > 0  # then a cause is noted in delays (crawl/frontier/delays.py)
     attempts, fails = raw[_at + 1], raw[_at + 2]
     t.drop_deadline(hq.time_key(hq.ms_up(deadline), lease_id))
@@ -188,10 +192,12 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
         disposition = "deferred" if outcome == "deferred" else "done"
         t.count(disposition)
 
-    # Free the IP slot taken at lease time, then learn the (new) address.
-    h.lease = 0
-    if old_ip:
-        t.release_ip(old_ip)
+    if released:  # its delay ran from the same end; a later lease's is not undone
+        h.next_allowed = max(h.next_allowed, allowed)
+    else:  # free the IP slot taken at lease time, then learn the (new) address
+        h.lease = 0
+        if old_ip:
+            t.release_ip(old_ip)
     if type(new_ip) is str and new_ip and len(new_ip) <= 64:
         h.ip = new_ip
     if disposition != "done" and disposition != "deferred":

@@ -61,6 +61,7 @@ from crawl.core import MapTrimmer, Record, StateError, close_env, open_env
 from . import delays, robotswait
 from . import hostqueue as hq
 from .complete import complete_one
+from .handoff import release_early
 from .leases import fingerprint, lease_name
 from .politeness import DEFAULT, Politeness, host_of
 from .tx import Carry, Tx, get_int
@@ -221,6 +222,21 @@ class Frontier:
         self._carry = t.carry()
         self.trimmer.maybe_trim()
         return out
+
+    def handoff(self, rec: Record, now: float, lease_seconds: float = 0.0) -> tuple[bool, Record | None]:
+        """At the end of an answer, before its result is durable: release its host
+        as its completion would and, with ``lease_seconds``, lease the host's next
+        URL if it is due now (crawl/frontier/handoff.py). One commit. Returns
+        (released, the new lease or None); a result not released here (a
+        failure, a 429...) waits for ``complete`` as before.
+        """
+        with self.env.begin(write=True) as txn:
+            t = self._tx(txn, now)
+            hid = release_early(t, rec)
+            nxt = t.lease_this(hid, lease_seconds) if hid is not None and lease_seconds > 0 else None
+            t.flush()
+        self._carry = t.carry()
+        return hid is not None, nxt
 
     def requeue_expired(self, now: float) -> int:
         """Return URLs of leases past their deadline to their hosts' queues."""

@@ -465,15 +465,35 @@ class Tx(IpSlots):
                         out.append(rec)
                         if not len(out) % 100:  # see Frontier.add
                             trim()
+        self.write_leases(len(out))
+        return out
+
+    def write_leases(self, n: int) -> None:
+        """Write the ``n`` leases lease_host made and count them."""
         # Lease ids only grow, and the deadlines share one ms: both in key order.
         if self.new_leases:
             self.txn.cursor(db=self.dl).putmulti(self.new_leases)
             self.txn.cursor(db=self.ddl).putmulti(self.new_deadlines)
             self.new_leases, self.new_deadlines = [], []
-        self.count("lease", len(out))
-        self.count("leased", len(out))
-        self.count("queued", -len(out))
-        return out
+        self.count("lease", n)
+        self.count("leased", n)
+        self.count("queued", -n)
+
+    def lease_this(self, hid: int, lease_seconds: float) -> Record | None:
+        """Lease the first URL of one host, if it is due now and free (the hand-off:
+        crawl/frontier/handoff.py), by the same rules as :meth:`lease`."""
+        h = self.hosts.get(hid)
+        if h is None:
+            h = self.read_host(hid)
+        if h.lease or h.head == hq.NO_HEAD or h.sched == hq.WAITING_IP \
+                or max(h.next_allowed, h.parked_until) > self.now:
+            return None
+        self.unschedule(hid, h)  # lease_host schedules it again if it may not go now
+        deadline = self.now + lease_seconds
+        self.lease_id = self.counter("lease")
+        rec = self.lease_host(hid, deadline, hq.ms_up(deadline))
+        self.write_leases(1 if rec is not None else 0)
+        return rec
 
     def lease_host(self, hid: int, deadline: float, deadline_ms: int,
                    _fp: Any = xxhash.xxh3_64_intdigest, _loads: Any = orjson.loads) -> Record | None:
@@ -569,15 +589,19 @@ class Tx(IpSlots):
                 continue
             lease = hq.decode_lease(raw)
             h = self.host(lease.hid)
-            # The fetcher may have reached the host just before it died (or its
-            # answer may still be on its way here): wait the host's own delay,
-            # Crawl-delay included, from the expiry, the last moment its answer
-            # can have ended that the frontier knows of.
-            floor = release_delay(self.cfg, h.last_response if h.last_response >= 0 else None,
-                                  h.crawl_delay if h.crawl_delay >= 0 else None)
-            h.next_allowed = max(h.next_allowed, self.now + floor)
-            h.lease = 0
-            self.release_ip(h.ip)
+            # Released at the end of its answer (crawl/frontier/handoff.py) and its
+            # result never completed: the host is free, or held by a later lease,
+            # and kept its delay from that answer; only the URL goes back.
+            if h.lease == lease_id:
+                # The fetcher may have reached the host just before it died (or its
+                # answer may still be on its way here): wait the host's own delay,
+                # Crawl-delay included, from the expiry, the last moment its answer
+                # can have ended that the frontier knows of.
+                floor = release_delay(self.cfg, h.last_response if h.last_response >= 0 else None,
+                                      h.crawl_delay if h.crawl_delay >= 0 else None)
+                h.next_allowed = max(h.next_allowed, self.now + floor)
+                h.lease = 0
+                self.release_ip(h.ip)
             if hq.decode_entry(lease.entry, h.name).attempts >= self.cfg.max_leases:
                 self.set_known(lease.hid, lease.fp, hq.DROPPED)
                 self.count("dropped")
