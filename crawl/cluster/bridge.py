@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 
-from crawl.core import Spool, replace_file
+from crawl.core import Spool, records, replace_file
 
 from .kv import Cluster, ClusterConfig, Planner, connect, ip_share, stream_name, subject
 from .shards import (
@@ -63,6 +63,13 @@ DEAD = "dead"
 NODE_STATUS = "node-status.json"  # written by the crawl process: {"idle": bool, "ts": t}
 MAX_PAYLOAD = 512 * 1024  # one message's NDJSON (the server's limit is 1 MiB)
 RATE_WINDOW = 10.0  # seconds of history behind routed/s
+# Links gather in the outbox this long before a publish (unless a claim comes back full):
+# a message costs the engine a replicated write, a delivery and a replicated ack whatever
+# it carries, and a crawl's links trickle in (bench_cluster: ~1 record a message without).
+OUT_WINDOW = 0.5
+FETCH_WAIT = 10.0  # seconds a pull lingers when nothing comes (it returns on the first message)
+PLAN_QUIET = 3.0  # seconds between map rounds while nothing moves (plan_every otherwise)
+STOP_FLUSH = 5.0  # seconds a stopping bridge may spend publishing what its outbox holds
 
 
 def _jdump(path: Path, data: dict[str, Any]) -> None:
@@ -74,7 +81,7 @@ class Bridge:
 
     def __init__(self, servers: str, crawl: str, node: str, crawl_dir: str | os.PathLike[str], *,
                  out_batch: int = 4096, fetch_batch: int = 512, plan_every: float = 1.0,
-                 log: Any = None) -> None:
+                 out_window: float = OUT_WINDOW, log: Any = None) -> None:
         self.servers = servers
         self.crawl = crawl
         self.node = node
@@ -82,6 +89,7 @@ class Bridge:
         self.out_batch = out_batch
         self.fetch_batch = fetch_batch
         self.plan_every = plan_every
+        self.out_window = out_window
         self.log = log or sys.stderr
         self.stop = asyncio.Event()
         self.cl: Cluster | None = None
@@ -108,6 +116,8 @@ class Bridge:
         self._idle_since = 0.0
         self.cluster_idle = False
         self.queued = -1
+        self._map_bytes = b""
+        self._plan_sig: tuple[Any, ...] | None = None
 
     # -- lifecycle --------------------------------------------------------------------
     async def run(self) -> None:
@@ -125,6 +135,9 @@ class Bridge:
                  (self._beat_loop(), self._plan_loop(), self._out_loop(), self._status_loop())]
         try:
             await self.stop.wait()
+            # a clean stop publishes what the outbox holds (the window's links) first
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(tasks[2]), STOP_FLUSH)
         finally:
             for t in [*tasks, *self.fetchers.values()]:
                 t.cancel()
@@ -184,7 +197,8 @@ class Bridge:
         if not cond or sig != self._idle_sig:
             self._idle_sig, self._idle_since = (sig if cond else None), now
             return False
-        return now - self._idle_since >= max(5.0, self.cfg.ttl)
+        # (the members come from the last map round: up to PLAN_QUIET old)
+        return now - self._idle_since >= max(5.0, self.cfg.ttl) + PLAN_QUIET
 
     async def _beat(self) -> None:
         assert self.cl is not None and self.cfg is not None
@@ -237,7 +251,22 @@ class Bridge:
                 raise
             except Exception as exc:
                 self._note("map round failed", exc)
-            await asyncio.sleep(self.plan_every)
+                self._plan_sig = None
+            await asyncio.sleep(self._plan_wait())
+
+    def _plan_wait(self) -> float:
+        """``plan_every`` while the map or the members change, a shard moves or waits for
+        an owner, or this node drains; ``PLAN_QUIET`` once two rounds in a row saw the
+        same settled map and members (each round reads members, drain marks and the map:
+        most of an idle bridge's requests). A member's heartbeat expiring is seen at most
+        PLAN_QUIET later, well inside the grace its shards wait anyway."""
+        assert self.cfg is not None
+        m = self.map
+        sig = (self.rev, tuple(self.members))
+        settled = (bool(m.get("owner")) and len(m["owner"]) == self.cfg.v and not m.get("moving")
+                   and not self.draining and sig == self._plan_sig)
+        self._plan_sig = sig
+        return max(self.plan_every, PLAN_QUIET) if settled else self.plan_every
 
     async def _apply(self, cur: dict[str, Any], rev: int) -> None:
         """Make the consumers and map.json follow the map: drop before draining is announced."""
@@ -339,30 +368,36 @@ class Bridge:
                 "V": self.cfg.v, "owned": sorted(self.owned), "owner": self.map.get("owner", {}),
                 "draining": sorted(self.draining), "fenced": self.fenced, "ip_share": self.ip_share,
                 "ts": self.last_beat_wall, "fence_after": self.cfg.ttl / 2, "members": self.members}
+        raw = orjson.dumps(data)
+        if raw == self._map_bytes:
+            return  # the same map and the same heartbeat: the crawl process would re-read it for nothing
         try:
-            _jdump(self.dir / MAP, data)
+            replace_file(self.dir / MAP, lambda fh: fh.write(raw), sync=False)
         except OSError as exc:
             self._note("cannot write map.json", exc)
+        else:
+            self._map_bytes = raw
 
     # -- out: outbox -> streams ------------------------------------------------------
-    async def _publish(self, groups: dict[int, list[bytes]], tag: str) -> int:
-        """Publish each vshard's lines (chunked) with stable ids; retry until every PubAck is in."""
+    async def _publish(self, groups: dict[str, tuple[int, list[bytes]]], tag: str) -> int:
+        """Publish each group's lines (chunked) to its vshard's subject with stable ids
+        (``node:batch:group:part``); retry until every PubAck is in."""
         js = self.cl.js  # type: ignore[union-attr]
         pending: list[tuple[str, bytes, str, int, int]] = []
-        for v, lines in groups.items():
+        for key, (v, lines) in groups.items():
             chunk: list[bytes] = []
             size = 0
             part = 0
             for line in lines:
                 if chunk and size + len(line) + 1 > MAX_PAYLOAD:
                     pending.append((subject(self.crawl, v), b"\n".join(chunk),
-                                    f"{self.node}:{tag}:{v}:{part}", v, len(chunk)))
+                                    f"{self.node}:{tag}:{key}:{part}", v, len(chunk)))
                     chunk, size, part = [], 0, part + 1
                 chunk.append(line)
                 size += len(line) + 1
             if chunk:
                 pending.append((subject(self.crawl, v), b"\n".join(chunk),
-                                f"{self.node}:{tag}:{v}:{part}", v, len(chunk)))
+                                f"{self.node}:{tag}:{key}:{part}", v, len(chunk)))
         sent = 0
         pause = 0.2
         while pending:
@@ -378,6 +413,7 @@ class Bridge:
                 else:
                     if not getattr(res, "duplicate", False):
                         self.out_events.append((time.time(), item[3], item[4]))
+                        self.counts["messages"] += 1
                     sent += item[4]
             if again:
                 self.counts["republished"] += sum(i[4] for i in again)
@@ -387,11 +423,28 @@ class Bridge:
             pending = again
         return sent
 
-    def _group(self, batch: list[tuple[bytes, bytes]]) -> tuple[dict[int, list[bytes]], dict[str, set[int]], list[bytes]]:
+    def _group(self, batch: list[tuple[bytes, bytes]], by_owner: bool = False,
+               ) -> tuple[dict[str, tuple[int, list[bytes]]], dict[str, set[int]], list[bytes]]:
+        """Group a claimed batch into messages: ``{id part: (vshard of the subject, lines)}``.
+
+        Each vshard's records make one message on its subject, except, with
+        ``by_owner`` (the outbox), plain links and seeds of shards whose owner is settled
+        (not moving): those make ONE message per owner, on the subject of the
+        lowest of its vshards in the batch (its carrier). With a thousand
+        vshards a batch's links would otherwise go one or two a message. The
+        carrier's owner reads them; should the map have changed meanwhile, its
+        node forwards the ones it does not own (admission routes before it
+        judges), as it does for any late delivery. Host state, done URLs and
+        queued URLs of a slice (handoffs, sweeps) always go on their own
+        vshard's subject: only the owner may take them in.
+        """
         assert self.cfg is not None
-        groups: dict[int, list[bytes]] = {}
+        groups: dict[str, tuple[int, list[bytes]]] = {}
+        owned: dict[str, tuple[list[int], list[bytes]]] = {}
         ips: dict[str, set[int]] = {}
         bad: list[bytes] = []
+        owner = self.map.get("owner", {}) if by_owner else {}
+        moving = self.map.get("moving", {}) if by_owner else {}
         for _, raw in batch:
             try:
                 rec = orjson.loads(raw)
@@ -405,11 +458,20 @@ class Bridge:
             except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
                 bad.append(raw)
                 continue
-            groups.setdefault(v, []).append(raw)
+            node = owner.get(str(v))
+            if node and str(v) not in moving and rec.get("kind") in records.URL_KINDS and not rec.get("handoff"):
+                vs, lines = owned.setdefault(node, ([], []))
+                vs.append(v)
+                lines.append(raw)
+                continue
+            groups.setdefault(str(v), (v, []))[1].append(raw)
+        for vs, lines in owned.values():
+            carrier = min(vs)
+            groups[f"o{carrier}"] = (carrier, lines)
         return groups, ips, bad
 
     async def _send_spool(self, sp: Spool, tag: str, batch: list[tuple[bytes, bytes]]) -> int:
-        groups, ips, bad = self._group(batch)
+        groups, ips, bad = self._group(batch, by_owner=sp is self.outbox)
         n = await self._publish(groups, f"{tag}{batch[0][0].hex()}")
         if ips:
             # each (address, vshard) goes to KV once per bridge: a crawl learns the same
@@ -427,16 +489,23 @@ class Bridge:
         return n
 
     async def _out_loop(self) -> None:
-        idle = 0.02
+        """Publish the outbox: a full claim at once, otherwise what gathered over
+        ``out_window`` (up to ``out_batch`` records or the window, whichever comes
+        first). Records stay in the spool until their PubAcks are in (then acked), so
+        the window changes when they leave, never whether. Returns once a stop was
+        asked and the outbox is empty (the run's last links leave with it)."""
         while True:
             try:
                 batch = await asyncio.to_thread(self.outbox.claim, self.out_batch)
-                if not batch:
-                    await asyncio.sleep(idle)
-                    idle = min(0.2, idle * 1.5)
+                if batch:
+                    await self._send_spool(self.outbox, "", batch)
+                if self.stop.is_set():
+                    if not batch:
+                        return
                     continue
-                idle = 0.02
-                await self._send_spool(self.outbox, "", batch)
+                if len(batch) < self.out_batch:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.stop.wait(), self.out_window)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -456,7 +525,7 @@ class Bridge:
                 try:
                     # a lingering pull: it returns as soon as messages come, so a long
                     # expiry costs no latency, only fewer requests while idle
-                    msgs = await psub.fetch(self.fetch_batch, timeout=5.0)
+                    msgs = await psub.fetch(self.fetch_batch, timeout=FETCH_WAIT)
                 except (TimeoutError, NatsTimeout):
                     continue
                 await self._take(msgs)
@@ -581,7 +650,9 @@ class Bridge:
                         if v in self.owned:
                             lag[str(v)] = n
                 self.lag, self.queued = lag, queued
-                self.cluster_idle = self._judge_idle(await self.cl.members(), queued)
+                # the members the last map round read (at most PLAN_QUIET old): the idle
+                # judgement waits for them to stand still longer than that anyway
+                self.cluster_idle = self._judge_idle(self.planner.members, queued)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
