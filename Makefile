@@ -31,10 +31,11 @@ test: $(STAMP)
 bench: $(STAMP)
 	@for f in scripts/bench*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
-# Not part of `make test` (hours for every mutant): a sample takes minutes, e.g.
+# Not part of `make test` (about an hour for every mutant, tests chosen by coverage); a sample takes minutes, e.g.
 # make mutate MUTATE="--rev HEAD --module politeness --sample 10"
+MUTATE ?= --rev HEAD --jobs 2
 mutate: $(STAMP)
-	$(BIN)/python scripts/mutate.py $(MUTATE)
+	nice -n 10 $(BIN)/python scripts/mutate.py $(MUTATE)
 
 # Each fuzz target in turn, FUZZ_SECONDS apiece (coverage-guided with atheris);
 # what a run learns is kept in .fuzz/TARGET, a crashing input as .fuzz/TARGET/crash-*.

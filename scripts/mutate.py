@@ -23,16 +23,28 @@ f-strings are left alone):
 ``return``    a function that returns nothing returns at once.
 
 Every mutant is run in a throwaway copy of the tree (the files git knows
-about plus untracked ones, and the built C module), never in the checkout:
-other people work there. Each mutant gets the covering test files (the
-``TARGETS`` map) with ``pytest -x`` and a timeout derived from the
-unmutated run; a failing or timed-out run kills the mutant.
+about plus untracked ones, and the built C module) under /tmp, never in the
+checkout: other people work there; the copies are removed at the end.
+
+Which tests a mutant runs (what mutmut and cosmic-ray do): the covering test
+files of the modules (the ``TARGETS`` map) are first run once, unmutated,
+under coverage.py, child processes included (``crawl`` run as a command is
+most of what the invariant tests do), each line recorded with the test that
+executed it. A mutant then runs only the tests that reach its line, fastest
+first, with ``pytest -x`` and a timeout of three times their unmutated time
+plus 30 s; a failing or timed-out run kills it. A mutant whose line no test
+reaches survives at once ("no test reaches it": a finding, not a verdict of
+equivalence). Lines reached while a fixture was set up or torn down count for
+every test of that file (a module fixture serves them all); lines reached
+outside any test (imports) fall back to all the covering tests.
+``--whole-files`` is the old way: every mutant runs its module's test files.
 
     python scripts/mutate.py --list --module politeness      # the mutants, nothing run
     python scripts/mutate.py --module politeness --sample 10  # 10 random mutants, minutes
     python scripts/mutate.py --sample 5 --jobs 2              # 5 per module, two copies
     python scripts/mutate.py --rev HEAD --sample 5            # the last commit, not the work tree
-    python scripts/mutate.py                                  # everything: hours
+    python scripts/mutate.py --jobs 2                         # everything: about an hour
+    python scripts/mutate.py --only 'tx.py::Tx.lease_host' --whole-files  # just those mutants
 """
 
 from __future__ import annotations
@@ -408,26 +420,133 @@ def check_tree(tree: Path) -> None:
                          "refusing to run (a mutant must never be tested against the checkout)")
 
 
-def run_tests(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str]:
+def run_tests(tree: Path, tests: tuple[str, ...], timeout: float,
+              server: ForkServer | None = None) -> tuple[str, float, str]:
     """(outcome, seconds, last lines): passed, failed or timeout."""
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--timeout", str(int(timeout)),
-           *tests]
+    args = ["-x", "-q", "-p", "no:cacheprovider", "--timeout", str(int(timeout)), *tests]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=tree, env=_env(tree), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the test run and every server it started
-        proc.communicate()
-        return "timeout", time.monotonic() - t0, ""
+    if server is not None:
+        rc, out = server.run(args, timeout)
+    else:
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=tree, env=_env(tree),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the test run and every server it started
+            proc.communicate()
+            rc = None
     took = time.monotonic() - t0
+    if rc is None:
+        return "timeout", took, ""
     tail = "\n".join(out.strip().splitlines()[-3:])
-    if proc.returncode == 0:
+    if rc == 0:
         return "passed", took, tail
-    if proc.returncode == 5:
+    if rc == 5:
         return "error", took, "no tests ran: " + tail
     return "failed", took, tail
+
+
+# A process per copy that has imported pytest and every third-party module the tests
+# use (never crawl or the tests), and forks a pytest run per mutant: the child imports
+# crawl afresh from the copy, mutant included. It saves the 2 s of imports per run.
+_FORKSERVER = r'''
+import importlib, json, os, sys
+sys.dont_write_bytecode = True
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        pass
+import pytest
+import importlib.util
+print(json.dumps({"ready": sorted(m for m in sys.modules if m == "crawl" or m.startswith("crawl.")),
+                  "crawl": importlib.util.find_spec("crawl").origin}), flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        fd = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(0)
+        try:
+            # plugins imported warm cannot be assertion-rewritten; their own asserts only
+            code = pytest.main(["-W", "ignore::pytest.PytestAssertRewriteWarning", *req["args"]])
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            code = 99
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
+    print(json.dumps({"pid": pid}), flush=True)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"rc": os.waitstatus_to_exitcode(status)}), flush=True)
+'''
+
+
+def _third_party(tree: Path, tests: list[str]) -> list[str]:
+    """The modules a collection of ``tests`` imports, crawl and the tests left out."""
+    probe = ("import sys, json, pytest\n"
+             "pytest.main(['--co', '-q', '-p', 'no:cacheprovider', *sys.argv[2:]])\n"
+             "import os; here = os.getcwd()\n"
+             "names = [m for m, mod in list(sys.modules.items()) if m != '__main__'"
+             " and not (getattr(mod, '__file__', None) or '').startswith(here)]\n"
+             "open(sys.argv[1], 'w').write(json.dumps(sorted(names)))\n")
+    out = tree.parent / f"{tree.name}-modules.json"
+    subprocess.run([sys.executable, "-c", probe, str(out), *tests], cwd=tree, env=_env(tree),
+                   capture_output=True, timeout=600)
+    return json.loads(out.read_text()) if out.is_file() else []
+
+
+class ForkServer:
+    """Pytest runs forked from a warm process (see _FORKSERVER)."""
+
+    def __init__(self, tree: Path, modules: list[str]) -> None:
+        self.tree = tree
+        self.proc = subprocess.Popen([sys.executable, "-c", _FORKSERVER, json.dumps(modules)], cwd=tree,
+                                     env=_env(tree), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+        ready = json.loads(self.proc.stdout.readline() or "{}")  # type: ignore[union-attr]
+        if "ready" not in ready or ready["ready"] or not str(ready.get("crawl")).startswith(str(tree)):
+            self.close()
+            raise RuntimeError(f"fork server not ready (crawl already imported: {ready.get('ready')}, "
+                               f"or found outside the copy: {ready.get('crawl')})")
+
+    def run(self, args: list[str], timeout: float) -> tuple[int | None, str]:
+        out = self.tree.parent / f"{self.tree.name}-pytest.out"
+        self.proc.stdin.write(json.dumps({"args": args, "out": str(out)}) + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        pid = json.loads(self.proc.stdout.readline())["pid"]  # type: ignore[union-attr]
+        timer = threading.Timer(timeout, lambda: _killpg(pid))
+        timer.start()
+        try:
+            rc = json.loads(self.proc.stdout.readline())["rc"]  # type: ignore[union-attr]
+        finally:
+            timed_out = not timer.is_alive()
+            timer.cancel()
+        _killpg(pid)  # servers a test left behind
+        text = out.read_text(errors="replace") if out.is_file() else ""
+        return (None if timed_out else rc), text
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                _killpg(self.proc.pid)
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class Worker:
@@ -437,6 +556,17 @@ class Worker:
         self.tree = make_tree(base / f"tree{n}", rev)
         check_tree(self.tree)
         self.lock = threading.Lock()
+        self.server: ForkServer | None = None
+
+    def warm(self, modules: list[str]) -> None:
+        try:
+            self.server = ForkServer(self.tree, modules)
+        except (RuntimeError, ValueError, OSError) as exc:
+            print(f"mutate: {exc}; running pytest afresh per mutant", flush=True)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
 
     def run(self, m: Mutant, tests: tuple[str, ...], timeout: float) -> Mutant:
         path = self.tree / m.path
@@ -449,11 +579,173 @@ class Worker:
             return m
         path.write_text(mutated)
         try:
-            result, m.seconds, m.detail = run_tests(self.tree, tests, timeout)
+            result, m.seconds, m.detail = run_tests(self.tree, tests, timeout, self.server)
         finally:
             path.write_text(original)
         m.outcome = {"failed": "killed", "passed": "survived"}.get(result, result)
         return m
+
+
+# -- test selection by coverage ----------------------------------------------------------------
+
+# A pytest plugin for the coverage pass, written next to the copies: it names the
+# coverage context after the test and phase, and hands the name to child processes
+# through the environment (their coverage reads it as the static context, see _RC).
+_PLUGIN = '''
+import json, os, coverage, pytest
+
+_seen = {}
+
+def _switch(label):
+    os.environ["CRAWL_MUTATE_TEST"] = label
+    cov = coverage.Coverage.current()
+    if cov is not None:
+        cov.switch_context(label)
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    _switch("S:" + item.nodeid)
+    yield
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    _switch("C:" + item.nodeid)
+    yield
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    _switch("S:" + item.nodeid)
+    yield
+    _switch("")
+
+def pytest_runtest_logreport(report):
+    entry = _seen.setdefault(report.nodeid, {"seconds": 0.0, "outcome": "passed"})
+    entry["seconds"] += report.duration
+    if report.failed:
+        entry["outcome"] = "failed"
+    elif report.skipped and entry["outcome"] == "passed":
+        entry["outcome"] = "skipped"
+
+def pytest_sessionfinish(session):
+    out = os.environ.get("CRAWL_MUTATE_OUT")
+    if out and _seen:
+        with open(os.path.join(out, "tests-%d.json" % os.getpid()), "w") as fh:
+            json.dump(_seen, fh)
+'''
+
+_RC = """[run]
+parallel = true
+sigterm = true
+data_file = {data}
+context = ${{CRAWL_MUTATE_TEST-}}
+include =
+{include}
+"""
+
+
+@dataclass
+class Selection:
+    """Which tests reach which line of each target module, from one unmutated run
+    under coverage: ``lines[path][line]`` is a set of test node ids (``None`` in
+    it: reached outside any test, so run them all)."""
+
+    tests: dict[str, dict[str, float | str]]  # node id -> seconds, outcome
+    lines: dict[str, dict[int, set[str | None]]]
+    statements: dict[str, list[int]]
+    files: dict[str, list[str]]  # test file -> its node ids, in file order
+    seconds: float = 0.0
+
+    def passing(self, nodeid: str) -> bool:
+        return self.tests.get(nodeid, {}).get("outcome") == "passed"
+
+    def for_mutant(self, m: Mutant, fallback: tuple[str, ...]) -> list[str]:
+        """The passing tests that execute the mutant's statement, fastest first
+        (grouped by file, so a module fixture is set up once); [] if none."""
+        stmts = self.statements.get(m.path, [])
+        line = max((s for s in stmts if s <= m.line), default=m.line)
+        who = self.lines.get(m.path, {}).get(line, set())
+        if None in who:
+            chosen = {n for f in fallback for n in self.files.get(f, [])}
+        else:
+            chosen = set()
+            for n in who:
+                if n is not None:
+                    chosen.add(n)
+        chosen = {n for n in chosen if self.passing(n)}
+        by_file: dict[str, list[str]] = {}
+        for n in chosen:
+            by_file.setdefault(n.split("::", 1)[0], []).append(n)
+        secs = lambda n: float(self.tests[n]["seconds"])  # noqa: E731
+        groups = sorted(by_file.values(), key=lambda g: (min(map(secs, g)), g[0]))
+        return [n for g in groups for n in sorted(g, key=secs)]
+
+    def seconds_of(self, nodeids: list[str]) -> float:
+        return sum(float(self.tests[n]["seconds"]) for n in nodeids)
+
+
+def select_by_coverage(tree: Path, work: Path, modules: list[str], tests: list[str], jobs: int) -> Selection:
+    """Run ``tests`` once in ``tree`` under coverage (children too, through
+    COVERAGE_PROCESS_START and coverage's .pth) and map every line of ``modules``
+    to the tests that executed it."""
+    import coverage  # the dev extra; only this mode needs it
+
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "mutate_ctx.py").write_text(_PLUGIN)
+    rc = work / "coveragerc"
+    rc.write_text(_RC.format(data=work / ".coverage", include="\n".join(f"    {tree / m}" for m in modules)))
+    env = _env(tree)
+    env["PYTHONPATH"] = f"{tree}{os.pathsep}{work}"
+    env["COVERAGE_PROCESS_START"] = str(rc)
+    env["CRAWL_MUTATE_OUT"] = str(work)
+    env.pop("CRAWL_MUTATE_TEST", None)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutate_ctx"]
+    if jobs > 1:
+        cmd += ["-n", str(jobs)]
+    t0 = time.monotonic()
+    proc = subprocess.run([*cmd, *tests], cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, start_new_session=True)
+    took = time.monotonic() - t0
+    tail = "\n".join(proc.stdout.strip().splitlines()[-3:])
+    print(f"mutate: coverage pass over {len(tests)} test files: {took:.0f} s, exit {proc.returncode}: "
+          f"{tail.splitlines()[-1] if tail else ''}", flush=True)
+    results: dict[str, dict[str, float | str]] = {}
+    for f in sorted(work.glob("tests-*.json")):  # under xdist, the controller and a worker both report
+        for nodeid, entry in json.loads(f.read_text()).items():
+            old = results.setdefault(nodeid, dict(entry))
+            old["seconds"] = max(float(old["seconds"]), float(entry["seconds"]))
+            if entry["outcome"] != "passed" and old["outcome"] != "failed":
+                old["outcome"] = entry["outcome"]
+    if not results:
+        raise SystemExit(f"mutate: error: the coverage pass ran no tests (exit {proc.returncode}):\n{tail}")
+    failing = sorted(n for n, e in results.items() if e["outcome"] == "failed")
+    if failing:
+        print(f"mutate: {len(failing)} tests fail unmutated and are never used to judge a mutant: "
+              + ", ".join(failing[:10]) + (" ..." if len(failing) > 10 else ""), flush=True)
+    files: dict[str, list[str]] = {}
+    for n in results:  # dict order is run order; under xdist, close enough
+        files.setdefault(n.split("::", 1)[0], []).append(n)
+    cov = coverage.Coverage(data_file=str(work / ".coverage"), config_file=str(rc))
+    cov.combine(data_paths=[str(work)], keep=False, strict=False)
+    data = cov.get_data()
+    lines: dict[str, dict[int, set[str | None]]] = {}
+    statements: dict[str, list[int]] = {}
+    for mod in modules:
+        fname = str(tree / mod)
+        statements[mod] = sorted(cov.analysis2(fname)[1])
+        per: dict[int, set[str | None]] = {}
+        for lineno, contexts in (data.contexts_by_lineno(fname) or {}).items():
+            who: set[str | None] = set()
+            for ctx in contexts:
+                for part in ctx.split("|"):
+                    if part.startswith("C:"):
+                        who.add(part[2:])
+                    elif part.startswith("S:"):  # a fixture: every test of its file
+                        who.update(files.get(part[2:].split("::", 1)[0], [part[2:]]))
+                    elif not part:
+                        who.add(None)
+            per[lineno] = who
+        lines[mod] = per
+    return Selection(results, lines, statements, files, took)
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -491,9 +783,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="a target module (path or short name: politeness, frontier/tx, spool...); repeatable")
     ap.add_argument("--sample", type=int, default=0, help="run N random mutants per module (0: all)")
     ap.add_argument("--seed", type=int, default=0, help="random seed of --sample")
+    ap.add_argument("--only", action="append", default=[], metavar="KEY",
+                    help="only the mutants whose key contains KEY (as printed under survivors); repeatable")
     ap.add_argument("--jobs", "-j", type=int, default=1, help="mutants run at once, each in its own copy")
     ap.add_argument("--timeout", type=float, default=0.0,
-                    help="seconds per mutant (default: 3 x the unmutated run + 30)")
+                    help="seconds per mutant (default: 3 x the unmutated time of its tests + 30)")
+    ap.add_argument("--whole-files", action="store_true",
+                    help="no selection by coverage: every mutant runs all its module's test files (slow)")
+    ap.add_argument("--no-fork", action="store_true",
+                    help="start pytest afresh for every mutant instead of forking it from a warm process")
+    ap.add_argument("--tests", action="append", default=[], metavar="FILE",
+                    help="use these test files instead of the TARGETS map's; repeatable")
     ap.add_argument("--list", action="store_true", help="print the mutants and stop")
     ap.add_argument("--json", type=Path, help="also write one JSON line per mutant to this file")
     ap.add_argument("--rev", help="mutate this commit (e.g. HEAD) instead of the work tree as it is "
@@ -501,6 +801,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the throwaway copies (their path is printed)")
     args = ap.parse_args(argv)
     modules = _pick(args.module)
+    for t in args.tests:
+        if not (ROOT / t.split("::", 1)[0]).is_file():
+            raise SystemExit(f"mutate: error: no test file {t!r} (give paths relative to {ROOT})")
     rng = random.Random(args.seed)
     plan: dict[str, tuple[int, list[Mutant]]] = {}
     for mod in modules:
@@ -508,42 +811,77 @@ def main(argv: list[str] | None = None) -> int:
                               capture_output=True, text=True).stdout if args.rev else (ROOT / mod).read_text())
         target = TARGETS[mod]
         found = mutants_of(mod, src, target.scope)
-        chosen = sorted(rng.sample(found, args.sample), key=lambda m: (m.line, m.start)) \
-            if args.sample and args.sample < len(found) else found
-        plan[mod] = (len(found), chosen)
+        pool_ = [m for m in found if any(k in m.key for k in args.only)] if args.only else found
+        chosen = sorted(rng.sample(pool_, args.sample), key=lambda m: (m.line, m.start)) \
+            if args.sample and args.sample < len(pool_) else pool_
+        if chosen or not args.only:
+            plan[mod] = (len(found), chosen)
+    if not plan:
+        raise SystemExit("mutate: error: no mutant's key contains " + " or ".join(map(repr, args.only))
+                         + " (see --list)")
     if args.list:
         for mod, (total, chosen) in plan.items():
-            print(f"== {mod}: {total} mutants" + (f", {len(chosen)} sampled" if len(chosen) < total else ""))
+            print(f"== {mod}: {total} mutants" + (f", {len(chosen)} chosen" if len(chosen) < total else ""))
             for m in chosen:
-                print("  " + m.label())
+                print("  " + m.label() + f"\n      key: {m.key}")
         return 0
 
-    base = Path(tempfile.mkdtemp(prefix="crawl-mutate-"))
+    def tests_of(mod: str) -> tuple[str, ...]:
+        return tuple(args.tests) or TARGETS[mod].tests
+
+    base = Path(tempfile.mkdtemp(prefix="crawl-mutate-", dir="/tmp"))
     print(f"mutate: throwaway copies under {base}", flush=True)
+    t_start = time.monotonic()
     results: dict[str, ModuleResult] = {}
     jfile = open(args.json, "w") if args.json else None  # noqa: SIM115 - closed below
+    workers: list[Worker] = []
     try:
-        workers = [Worker(base, n, args.rev) for n in range(max(1, args.jobs))]
+        workers += [Worker(base, n, args.rev) for n in range(max(1, args.jobs))]
         free: list[Worker] = list(workers)
         free_lock = threading.Lock()
+        selection = None
+        if not args.whole_files:
+            every: list[str] = []
+            for mod in plan:
+                every += [t for t in tests_of(mod) if t not in every]
+            selection = select_by_coverage(workers[0].tree, base / "coverage", list(plan), every, args.jobs)
+        if not args.no_fork:
+            warm = _third_party(workers[0].tree, sorted({t for mod in plan for t in tests_of(mod)}))
+            for w in workers:
+                w.warm(warm)
         for mod, (total, chosen) in plan.items():
-            target = TARGETS[mod]
+            tests = tests_of(mod)
             res = results[mod] = ModuleResult(mod, total)
-            outcome, took, tail = run_tests(workers[0].tree, target.tests, max(args.timeout, 1800))
-            res.baseline = took
-            if outcome != "passed":
-                res.note = f"the unmutated tests do not pass ({outcome}): {tail}"
-                print(f"== {mod}: skipped, {res.note}", flush=True)
-                continue
-            timeout = args.timeout or 3 * took + 30
-            print(f"== {mod}: {len(chosen)} of {total} mutants; tests {' '.join(target.tests)} "
-                  f"(unmutated {took:.0f} s, timeout {timeout:.0f} s)", flush=True)
+            if selection is None:
+                outcome, took, tail = run_tests(workers[0].tree, tests, max(args.timeout, 1800))
+                res.baseline = took
+                if outcome != "passed":
+                    res.note = f"the unmutated tests do not pass ({outcome}): {tail}"
+                    print(f"== {mod}: skipped, {res.note}", flush=True)
+                    continue
+                print(f"== {mod}: {len(chosen)} of {total} mutants; tests {' '.join(tests)} "
+                      f"(unmutated {took:.0f} s)", flush=True)
+            else:
+                print(f"== {mod}: {len(chosen)} of {total} mutants; the tests that reach each line, "
+                      f"from {' '.join(tests)}", flush=True)
 
-            def one(m: Mutant, tests: tuple[str, ...] = target.tests, limit: float = timeout) -> Mutant:
+            def one(m: Mutant, tests: tuple[str, ...] = tests, whole: float = res.baseline) -> Mutant:
+                if selection is None:
+                    chosen_tests, limit = tests, args.timeout or 3 * whole + 30
+                else:
+                    picked = selection.for_mutant(m, tests)
+                    if not picked:
+                        m.outcome, m.detail = "survived", "no test reaches it"
+                        return m
+                    chosen_tests = tuple(picked)
+                    limit = args.timeout or 3 * selection.seconds_of(picked) + 30
                 with free_lock:
                     w = free.pop()
                 try:
-                    return w.run(m, tests, limit)
+                    m = w.run(m, chosen_tests, limit)
+                    if selection is not None and not m.detail.startswith("does not"):
+                        m.detail = f"{len(chosen_tests)} tests" + (f"; {m.detail}" if m.outcome == "error" else "")
+                    return m
                 finally:
                     with free_lock:
                         free.append(w)
@@ -552,22 +890,28 @@ def main(argv: list[str] | None = None) -> int:
                 for m in pool.map(one, chosen):
                     res.mutants.append(m)
                     note = "  [judged equivalent]" if m.outcome == "survived" and m.key in EQUIVALENT else ""
-                    print(f"  {m.outcome:8} {m.seconds:5.0f} s  {m.label()}{note}", flush=True)
+                    extra = f"  ({m.detail})" if m.detail and m.outcome != "error" else ""
+                    print(f"  {m.outcome:8} {m.seconds:5.0f} s  {m.label()}{extra}{note}", flush=True)
                     if m.outcome == "error":
                         print(f"           {m.detail}", flush=True)
                     if jfile:
                         jfile.write(json.dumps({"module": mod, "line": m.line, "function": m.qualname,
                                                 "op": m.op, "before": m.before, "after": m.after,
-                                                "key": m.key, "outcome": m.outcome,
+                                                "key": m.key, "outcome": m.outcome, "detail": m.detail,
                                                 "seconds": round(m.seconds, 1)}) + "\n")
                         jfile.flush()
+    except KeyboardInterrupt:
+        print("mutate: interrupted; the figures below count the mutants run so far", flush=True)
     finally:
+        for w in workers:
+            w.close()
         if jfile:
             jfile.close()
         if args.keep:
             print(f"mutate: copies kept in {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
+    print(f"mutate: {time.monotonic() - t_start:.0f} s in all", flush=True)
     return report(results)
 
 
@@ -595,7 +939,8 @@ def report(results: dict[str, ModuleResult]) -> int:
         print("\nsurvivors:")
         for m in survivors:
             why = EQUIVALENT.get(m.key)
-            print(f"  {m.label()}" + (f"\n      equivalent: {why}" if why else "")
+            print(f"  {m.label()}" + (f"  ({m.detail})" if m.detail == "no test reaches it" else "")
+                  + (f"\n      equivalent: {why}" if why else "")
                   + f"\n      key: {m.key}")
     errors = [m for r in results.values() for m in r.mutants if m.outcome == "error"]
     for m in errors:
