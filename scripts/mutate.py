@@ -100,7 +100,8 @@ TARGETS: dict[str, Target] = {
         ("for_status", "Robots._group", "Robots.decide", "Robots.allowed", "_Group.first_match", "_names",
          "_merge")),
     "crawl/net/dns.py": Target(
-        ("tests/net/test_dns.py", "tests/fetch/test_fetch_safety.py", "tests/net/test_fetch_exchange.py"),
+        ("tests/net/test_mutants_dns.py", "tests/net/test_address_policy.py", "tests/net/test_dns.py",
+         "tests/fetch/test_fetch_safety.py", "tests/net/test_fetch_exchange.py"),
         ("is_special", "_is_special", "AddressPolicy", "_permits")),
     "crawl/net/backend.py": Target(
         ("tests/fetch/test_fetch_safety.py", "tests/net/test_fetch_exchange.py", "tests/net/test_http1.py"),
