@@ -101,10 +101,21 @@ def test_next_wait(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "crawl", "frontier", "next", "--dir", d, "--wait"],
                        capture_output=True, timeout=60)
     assert p.returncode == 0 and p.stdout == b"", p.stderr
-    crawl("frontier", "add", "--dir", d, stdin=orjson.dumps({"url": "http://a.test/", "due": time.time() + 0.3}))
-    assert crawl("frontier", "next", "--dir", d).stdout == ""  # not due yet
+    # a URL due in a moment: `next` says nothing yet, `next --wait` blocks until it is due.
+    # "Not yet" proves something only if `next` ended before the due time; on a loaded
+    # machine a short margin can pass during the call, so that try is set aside (its own
+    # dir: the URL it may have leased stays out of the way) and the margin grows
+    for i, margin in enumerate((0.5, 2.0, 8.0, 30.0)):
+        d = str(tmp_path / f"due{i}")
+        due = time.time() + margin
+        crawl("frontier", "add", "--dir", d, stdin=orjson.dumps({"url": "http://a.test/", "due": due}))
+        early = crawl("frontier", "next", "--dir", d)
+        if time.time() < due:
+            break
+    assert early.exit_code == 0 and early.stdout == ""  # not due yet
     res = crawl("frontier", "next", "--dir", d, "--wait")
     assert [r["url"] for r in records(res.stdout)] == ["http://a.test/"]
+    assert time.time() >= due  # it waited for the due time
 
 
 def test_help_has_examples() -> None:
