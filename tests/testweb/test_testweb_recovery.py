@@ -35,7 +35,9 @@ def _robots_statuses(web: TestWeb, host: str, n: int) -> list[int]:
     out = []
     for _ in range(n):
         try:
-            out.append(web.get(web.url(host, "/robots.txt"), timeout=0.5).status_code)
+            # a generous bound (a 500 can take seconds under load): the timeout variant
+            # holds the connection for hang=1 s and closes it without an answer
+            out.append(web.get(web.url(host, "/robots.txt"), timeout=30).status_code)
         except Exception:  # noqa: BLE001 - the timeout variant holds the connection: no status
             out.append(0)
     return out
