@@ -100,8 +100,9 @@ def test_a_body_not_wanted_ends_when_the_crawler_closes_its_connection(tmp_path:
     assert len(pages) >= 2
     fetched = {e["url"]: e for e in read_log(d / "log") if e.get("event") == "fetch"}
     assert {fetched[web.url(slow, r["path"])]["outcome"] for r in pages} == {"skipped-content-type"}
-    # the server was cut off mid-body: its answers ended well before the whole dripped body
-    assert all((r["end"] - r["start"]) / S < 0.5 for r in pages)
+    # the server was cut off mid-body: the crawler hung up before the last dripped byte
+    # (the server's own account, not a wall-clock bound that a loaded machine stretches)
+    assert all(r["outcome"] == "client-closed" for r in pages), [(r["path"], r["outcome"]) for r in pages]
     for prev, nxt in zip(log, log[1:], strict=False):
         assert (nxt["start"] - prev["end"]) / S >= DELAY - TOLERANCE, (prev["path"], nxt["path"])
     assert audit(log, hosts, delay=DELAY, agent="crawl") == []
