@@ -54,6 +54,8 @@ import re
 from dataclasses import dataclass
 from itertools import islice
 
+from crawl.text import compiled
+
 MAX_TAGS = 30_000  # '<' per page: about 20 ms of tree at most, and the links walked
 MANY_ATTRIBUTES = 16  # a tag with this many is counted exactly
 MAX_ATTRIBUTES = 256  # in one tag: 33,000 list steps
@@ -126,6 +128,8 @@ def _closers() -> dict[bytes, frozenset[bytes]]:
 
 
 _CLOSES = _closers()
+if compiled.built is not None:  # the same tables for crawl/text/_compiled.c's stack_cut
+    compiled.built.configure_budget(tuple(_RAW.split(b"|")), _VOID, _PRIORITY, _CLOSES, MAX_DEPTH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +193,10 @@ def _model(utf8: bytes, end: int) -> tuple[int, str] | None:
         return None  # neither budget can be reached: no tokens needed (a head of 200,000 <link>)
     if not walks:  # attributes alone: tokens read only as far as the count passes its budget
         return _attribute_cut(low)
+    c = compiled.active
+    if not attrs and c is not None:  # walks alone: tokens and model in one compiled pass
+        found = c.stack_cut(low, STACK_STEPS)
+        return None if found is None else (found[1], "nesting")
     tokens = _TOKEN.findall(low)
     cut, reason = len(tokens), ""
     # an attribute takes two bytes at least (a name and what ends it): fewer bytes, no count

@@ -1364,6 +1364,329 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------------ */
+/* crawl/parse/budget.py's stack model                                      */
+/*
+ * stack_cut(low, budget) reads a lower-cased page as budget._TOKEN does
+ * (comments, raw-text elements, plaintext, tags, bogus comments: the same
+ * tokens at the same offsets) and runs budget._stack_steps over them in the
+ * same pass, without making a tuple per token. Python's version is the
+ * definition and the fallback; tests/parse/test_budget_compiled.py holds
+ * this one to it. The element tables come from configure_budget().
+ */
+
+static PyObject *bud_raw;      /* tuple of raw-text element names (bytes) */
+static PyObject *bud_void;     /* frozenset of void element names */
+static PyObject *bud_priority; /* dict name -> end priority */
+static PyObject *bud_closes;   /* dict start tag -> frozenset of the open elements it closes */
+static Py_ssize_t bud_max_depth;
+
+static PyObject *configure_budget(PyObject *self, PyObject *args)
+{
+    PyObject *raw, *vd, *pr, *cl;
+    Py_ssize_t depth;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!n", &PyTuple_Type, &raw, &PyFrozenSet_Type, &vd, &PyDict_Type, &pr,
+                          &PyDict_Type, &cl, &depth))
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(raw); i++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(raw, i)))
+            return PyErr_Format(PyExc_TypeError, "raw-text names must be bytes");
+    Py_XSETREF(bud_raw, Py_NewRef(raw));
+    Py_XSETREF(bud_void, Py_NewRef(vd));
+    Py_XSETREF(bud_priority, Py_NewRef(pr));
+    Py_XSETREF(bud_closes, Py_NewRef(cl));
+    bud_max_depth = depth;
+    Py_RETURN_NONE;
+}
+
+static inline int tok_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'; }
+static inline int tok_stop(unsigned char c) { return tok_ws(c) || c == '/' || c == '>'; }
+
+/* budget._REST from q: attributes up to '>', '/>' or the end. */
+static Py_ssize_t tok_rest(const unsigned char *s, Py_ssize_t q, Py_ssize_t n)
+{
+    while (q < n) {
+        unsigned char c = s[q];
+        if (c == '>')
+            break;
+        if (c == '/') {
+            if (q + 1 < n && s[q + 1] == '>')
+                break;
+            q++;
+        } else if (c == '=') {
+            q++;
+            while (q < n && tok_ws(s[q]))
+                q++;
+            if (q < n && (s[q] == '"' || s[q] == '\'')) {
+                const unsigned char *e = memchr(s + q + 1, s[q], (size_t)(n - q - 1));
+                q = e ? (e - s) + 1 : n;
+            }
+        } else {
+            q++;
+        }
+    }
+    return q;
+}
+
+typedef struct {
+    Py_ssize_t end;       /* where the next search starts */
+    Py_ssize_t name, len; /* the element's name (for a start or end tag, or a raw-text element) */
+    int slash, closing;   /* an end tag; a self-closing '/>' */
+} BudToken;
+
+/* The token budget._TOKEN matches at s[i] == '<'; 0 if it matches none there. */
+static int tok_next(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, BudToken *t)
+{
+    Py_ssize_t p = i + 1;
+    t->len = 0, t->slash = 0, t->closing = 0;
+    if (n - p >= 3 && s[p] == '!' && s[p + 1] == '-' && s[p + 2] == '-') { /* comment */
+        Py_ssize_t q = p + 3;
+        if (q < n && s[q] == '>') {
+            t->end = q + 1;
+            return 1;
+        }
+        if (q + 1 < n && s[q] == '-' && s[q + 1] == '>') {
+            t->end = q + 2;
+            return 1;
+        }
+        for (;;) {
+            const unsigned char *d = q < n ? memchr(s + q, '-', (size_t)(n - q)) : NULL;
+            if (!d) {
+                t->end = n;
+                return 1;
+            }
+            q = d - s;
+            if (q + 2 < n && s[q + 1] == '-' && s[q + 2] == '>') {
+                t->end = q + 3;
+                return 1;
+            }
+            if (q + 3 < n && s[q + 1] == '-' && s[q + 2] == '!' && s[q + 3] == '>') {
+                t->end = q + 4;
+                return 1;
+            }
+            q++;
+        }
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(bud_raw); k++) { /* raw-text element */
+        PyObject *name = PyTuple_GET_ITEM(bud_raw, k);
+        Py_ssize_t m = PyBytes_GET_SIZE(name);
+        const char *nm = PyBytes_AS_STRING(name);
+        if (n - p > m && memcmp(s + p, nm, (size_t)m) == 0 && tok_stop(s[p + m])) {
+            Py_ssize_t q = tok_rest(s, p + m, n);
+            if (q < n && s[q] != '>')
+                break; /* '/>': read as a tag below */
+            t->name = p, t->len = m;
+            if (q >= n) {
+                t->end = n;
+                return 1;
+            }
+            for (q = q + 1;; q++) { /* to "</name" and one of white space, '/', '>' */
+                const unsigned char *lt = q < n ? memchr(s + q, '<', (size_t)(n - q)) : NULL;
+                if (!lt) {
+                    t->end = n;
+                    return 1;
+                }
+                q = lt - s;
+                if (n - q > m + 2 && s[q + 1] == '/' && memcmp(s + q + 2, nm, (size_t)m) == 0
+                    && tok_stop(s[q + 2 + m])) {
+                    t->end = q;
+                    return 1;
+                }
+            }
+        }
+    }
+    if (n - p > 9 && memcmp(s + p, "plaintext", 9) == 0 && tok_stop(s[p + 9])) {
+        t->end = n;
+        return 1;
+    }
+    Py_ssize_t q = p + (p < n && s[p] == '/');
+    if (q < n && s[q] >= 'a' && s[q] <= 'z') { /* a start or end tag */
+        Py_ssize_t e = q + 1;
+        while (e < n && !tok_stop(s[e]))
+            e++;
+        t->slash = q > p, t->name = q, t->len = e - q;
+        e = tok_rest(s, e, n);
+        if (e + 1 < n && s[e] == '/' && s[e + 1] == '>')
+            t->closing = 1, t->end = e + 2;
+        else
+            t->end = e < n ? e + 1 : n;
+        return 1;
+    }
+    if (p < n && (s[p] == '!' || s[p] == '?' || s[p] == '/')) { /* bogus comment */
+        const unsigned char *g = memchr(s + p + 1, '>', (size_t)(n - p - 1));
+        t->end = g ? (g - s) + 1 : n;
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    long rank;
+    int is_void, kind; /* kind: 1 html, 2 body, 3 head (budget._DISCARDED), else 0 */
+    PyObject *name, *closes;
+    Py_ssize_t opened;
+} BudElement;
+
+static PyObject *stack_cut(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    long long budget;
+    if (!bud_raw)
+        return PyErr_Format(PyExc_RuntimeError, "crawl.text._compiled.configure_budget() was not called");
+    if (!PyArg_ParseTuple(args, "y*L", &buf, &budget))
+        return NULL;
+    const unsigned char *s = buf.buf;
+    Py_ssize_t n = buf.len, i = 0, ti = -1, ne = 0, cap = 64, depth = 0;
+    PyObject *ids = PyDict_New(), *result = NULL;
+    BudElement *el = PyMem_Malloc((size_t)cap * sizeof(BudElement));
+    Py_ssize_t *stack = PyMem_Malloc((size_t)(bud_max_depth + 1) * sizeof(Py_ssize_t));
+    long long steps = 0;
+    Py_ssize_t discarded = 0, changes = 0, blocked_depth = -1, blocked_changes = -1, blocked_name = -1;
+    long long blocked_steps = 0;
+    BudToken t;
+    Py_ssize_t at = 0;
+    if (!ids || !el || !stack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    while (i < n) {
+        const unsigned char *lt = memchr(s + i, '<', (size_t)(n - i));
+        if (!lt)
+            break;
+        at = lt - s;
+        if (!tok_next(s, at, n, &t)) {
+            i = at + 1;
+            continue;
+        }
+        i = t.end;
+        ti++;
+        if (!t.len)
+            continue; /* comments, doctypes, bogus comments, plaintext */
+        /* the element's id */
+        PyObject *key = PyBytes_FromStringAndSize((const char *)s + t.name, t.len);
+        if (!key)
+            goto done;
+        PyObject *found = PyDict_GetItemWithError(ids, key);
+        Py_ssize_t id;
+        if (found) {
+            id = PyLong_AsSsize_t(found);
+            Py_DECREF(key);
+        } else {
+            if (PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+            if (ne == cap) {
+                BudElement *more = PyMem_Realloc(el, (size_t)(cap *= 2) * sizeof(BudElement));
+                if (!more) {
+                    Py_DECREF(key);
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                el = more;
+            }
+            BudElement *e = &el[ne];
+            PyObject *rank = PyDict_GetItemWithError(bud_priority, key);
+            e->rank = rank ? PyLong_AsLong(rank) : 100;
+            int v = PySet_Contains(bud_void, key);
+            e->closes = PyDict_GetItemWithError(bud_closes, key); /* borrowed: the dict holds it */
+            if (v < 0 || PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+            e->is_void = v;
+            e->kind = (t.len == 4 && memcmp(s + t.name, "html", 4) == 0) ? 1
+                      : (t.len == 4 && memcmp(s + t.name, "body", 4) == 0) ? 2
+                      : (t.len == 4 && memcmp(s + t.name, "head", 4) == 0) ? 3 : 0;
+            e->name = key; /* owned by ids below, and by this entry */
+            e->opened = 0;
+            PyObject *num = PyLong_FromSsize_t(ne);
+            if (!num || PyDict_SetItem(ids, key, num) < 0) {
+                Py_XDECREF(num);
+                Py_DECREF(key);
+                goto done;
+            }
+            Py_DECREF(num);
+            Py_DECREF(key); /* the dict keeps it alive while ids lives */
+            id = ne++;
+        }
+        BudElement *e = &el[id];
+        if (t.slash) {
+            if (depth && stack[depth - 1] == id && !(discarded && e->kind)) {
+                depth--, e->opened--, changes++;
+                continue;
+            }
+            if (discarded && e->kind) {
+                discarded--;
+                continue;
+            }
+            if (!e->opened) {
+                steps += depth;
+            } else if (blocked_depth == depth && blocked_changes == changes && blocked_name == id) {
+                steps += blocked_steps;
+            } else {
+                Py_ssize_t j = depth - 1;
+                while (stack[j] != id)
+                    j--;
+                steps += depth - j;
+                int blocks = 0;
+                for (Py_ssize_t k = j + 1; k < depth && !blocks; k++)
+                    blocks = el[stack[k]].rank > e->rank;
+                if (blocks) {
+                    steps += depth - j;
+                    blocked_depth = depth, blocked_changes = changes, blocked_name = id;
+                    blocked_steps = 2 * (long long)(depth - j);
+                } else {
+                    changes++;
+                    for (Py_ssize_t k = j; k < depth; k++)
+                        el[stack[k]].opened--;
+                    depth = j;
+                }
+            }
+        } else {
+            if (e->kind) {
+                if (e->kind == 2) {
+                    steps += depth;
+                    if (steps > budget)
+                        break;
+                }
+                if ((e->kind == 2 && e->opened) || (e->kind == 1 && depth) || (e->kind == 3 && depth != 1)) {
+                    discarded++;
+                    continue;
+                }
+            }
+            if (e->closes) {
+                while (depth) {
+                    int in = PySet_Contains(e->closes, el[stack[depth - 1]].name);
+                    if (in < 0)
+                        goto done;
+                    if (!in)
+                        break;
+                    el[stack[--depth]].opened--;
+                    changes++;
+                }
+            }
+            if (t.closing || e->is_void || depth >= bud_max_depth)
+                continue;
+            stack[depth++] = id;
+            e->opened++;
+            changes++;
+            continue;
+        }
+        if (steps > budget)
+            break;
+    }
+    if (steps > budget)
+        result = Py_BuildValue("(nn)", ti, at);
+    else
+        result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(el), PyMem_Free(stack);
+    Py_XDECREF(ids);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"configure_simhash", configure_simhash, METH_VARARGS,
      "configure_simhash(k0, k1, k2, k3, q, c, p, long_hash): crawl.dedupe.simhash's constants"},
@@ -1373,6 +1696,10 @@ static PyMethodDef methods[] = {
     {"simhashes", simhashes, METH_VARARGS, "simhashes(words, spans, n) -> [simhash per span]"},
     {"is_utf8", is_utf8, METH_O, "is_utf8(data) -> whether bytes.decode('utf-8') would accept data"},
     {"fold_text", fold_text, METH_VARARGS, "fold_text(text, entities) -> folded text, or None: fold it in Python"},
+    {"configure_budget", configure_budget, METH_VARARGS,
+     "configure_budget(raw, void, priority, closes, max_depth): crawl.parse.budget's element tables"},
+    {"stack_cut", stack_cut, METH_VARARGS,
+     "stack_cut(low, budget) -> (token index, offset) where budget._stack_steps passes budget, or None"},
     {"visible_folded", visible_folded, METH_O, "visible_folded(page) -> (folded visible text, offset of <body or -1)"},
     {NULL, NULL, 0, NULL},
 };

@@ -1,0 +1,184 @@
+"""The parse stage's fast paths give exactly what their definitions give.
+
+Two of them: ``_Emitter.stream``, the per-link loop written out for HTML
+pages, against the loop over :meth:`_Emitter.emit` it replaced; and
+crawl/text/_compiled.c's ``stack_cut``, the tokens and stack model of
+:mod:`crawl.parse.budget` in one compiled pass, against the Python regex
+and model. Both are compared on the test web's pages, on hostile pages
+(the shapes of scripts/bench_parse.py, smaller) and on random markup.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import islice
+
+import pytest
+
+from crawl.parse import ParseConfig, budget, links
+from crawl.parse import pages as P
+from crawl.parse.traps import TrapPolicy
+from crawl.testweb import Web, WebConfig
+from crawl.testweb.content import page_html
+from crawl.text import compiled
+
+HTML = [("Content-Type", "text/html; charset=utf-8")]
+_FIRST = b"<html><body><a href=/first>first</a>"
+
+
+def _fill(unit: bytes, head: bytes = _FIRST, size: int = 400_000) -> bytes:
+    return head + unit * ((size - len(head)) // len(unit))
+
+
+def hostile() -> dict[str, bytes]:
+    deep = _FIRST + b"<div>" * 2040
+    return {
+        "links": b"<html><body>" + b"".join(
+            b'<p>words <a href="/s/page-%d.html?x=%d" rel=%s>anchor %d</a></p>\n'
+            % (i, i, (b"nofollow", b"ugc", b"x")[i % 3], i) for i in range(9000)),
+        "one link": _fill(b"<a href=/x>x</a>"),
+        "stray end tags": _fill(b"</x>", deep),
+        "blocked end tags": _fill(b"</span>", _FIRST + b"<span>" + b"<div>" * 2000),
+        "repeated body": _fill(b"<body>", deep),
+        "unclosed p": _fill(b"<p>x"),
+        "nested anchors": _fill(b"<a href=/n><span>text "),
+        "head of links": b"<html><head>" + b"<link rel=x href=/a>" * 20_000,
+        "raw text and comments": _fill(b"<script>if (a</b) x()</script><!-- </div> --><title>t</title></q>",
+                                       deep),
+        "traps and junk": b"<html><body>" + b"".join(
+            b"<a href='/cal/2031/%d/%d/'>c</a><a href='mailto:x@y'>m</a><a href='http://[::1'>b</a>"
+            b"<a href='/a/b/a/b/a/b/%d'>r</a><meta http-equiv=refresh content='0; url=/r%d'>"
+            b"<iframe src=/f%d></iframe><area href=/m%d alt=map>"
+            % (i, i, i, i, i, i) for i in range(3000)),
+    }
+
+
+def web_pages() -> list[tuple[str, bytes]]:
+    web = Web(WebConfig(hosts=4, pages=15, mix="plain"))
+    return [(web.url(i, web.page(i, k).path), page_html(web, i, k, 0)) for i in range(4) for k in range(15)]
+
+
+# -- the emitter ---------------------------------------------------------------------
+def emit_each(self: P._Emitter, stream: links.LinkStream, nofollow: bool) -> None:
+    """The loop _Emitter.stream replaced: one emit() call per link."""
+    r, cfg = self.result, self.cfg
+    for href, source, rels, position, element in stream:
+        if len(r.links) >= cfg.max_links:
+            r.add("links_cut", 1 + stream.count_rest())
+            break
+        penalty = 0
+        if nofollow or "nofollow" in rels:
+            if not cfg.follow_nofollow:
+                r.add("nofollow_links")
+                continue
+            penalty += 1
+        elif rels and not P._DEMOTING_RELS.isdisjoint(rels):
+            penalty += 1
+        if position >= P.POSITION_DEMOTE:
+            penalty += 1
+        self.emit(href, source, rels, position, source == "meta-refresh", penalty, element)
+
+
+@contextmanager
+def slow_emitter(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    with monkeypatch.context() as m:
+        m.setattr(P._Emitter, "stream", emit_each)
+        yield
+
+
+CONFIGS = [
+    ParseConfig(traps=TrapPolicy(year=2026), rejects=True),
+    ParseConfig(follow_nofollow=True, max_links=1000, anchor_chars=10),
+    ParseConfig(traps=TrapPolicy(mode="off"), max_links=50),
+]
+
+
+def _result(url: str, body: bytes, cfg: ParseConfig, parent: dict[str, object]) -> tuple[object, ...]:
+    res = P.parse_body(url, HTML, body, config=cfg, parent=parent, now=1.0)
+    return res.links, res.rejects, list(res.counts.items()), res.page
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=["traps-rejects", "follow-nofollow", "traps-off"])
+def test_the_written_out_link_loop_gives_what_emit_gives(cfg: ParseConfig,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = [*web_pages(), *(("http://h.test/dir/x.html", b) for b in hostile().values())]
+    parents = [{"depth": 2, "priority": 3}, {"depth": 0, "duplicate_of": "x"}]
+    links_made = 0
+    for n, (url, body) in enumerate(cases):
+        parent = parents[n % 2]
+        fast = _result(url, body, cfg, parent)
+        with slow_emitter(monkeypatch):
+            slow = _result(url, body, cfg, parent)
+        assert fast == slow, url
+        links_made += len(fast[0])  # type: ignore[arg-type]
+    assert links_made > 500
+
+
+# -- the compiled stack model ----------------------------------------------------------
+def python_cut(low: bytes, steps: int, tokens: list[tuple[bytes, ...]] | None = None) -> tuple[int, int] | None:
+    """budget's Python tokens and model: (token index, its offset) where the walks pass ``steps``."""
+    i = budget._stack_steps(budget._TOKEN.findall(low) if tokens is None else tokens, steps)
+    if i is None:
+        return None
+    m = next(islice(budget._TOKEN.finditer(low), i, None), None)
+    return i, (m.start() if m is not None else len(low))
+
+
+def compiled_cut(low: bytes, steps: int) -> tuple[int, int] | None:
+    assert compiled.built is not None, "crawl/text/_compiled.c was not built: `pip install -e .` needs gcc"
+    found = compiled.built.stack_cut(low, steps)
+    return None if found is None else tuple(found)
+
+
+def test_the_compiled_stack_model_cuts_where_the_python_one_does_on_hostile_and_test_web_pages() -> None:
+    pages = [*hostile().values(), *(b for _, b in web_pages())]
+    cuts = 0
+    for body in pages:
+        low = body.lower()
+        tokens = budget._TOKEN.findall(low)
+        for steps in (budget.STACK_STEPS, 1_000_000, 5_000, 50):
+            want = python_cut(low, steps, tokens)
+            assert compiled_cut(low, steps) == want, (body[:80], steps)
+            cuts += want is not None
+    assert cuts > 10
+
+
+_PIECES = [b"<div>", b"</div>", b"<p>", b"</p>", b"<body>", b"<html>", b"<head>", b"</body>", b"</html>",
+           b"<table>", b"</table>", b"<tr>", b"<td>", b"</td>", b"</tr>", b"<li>", b"</li>", b"<span>",
+           b"</span>", b"<a href='/x>y'>", b"</a>", b'<b c="d>">', b"<br/>", b"<img/>", b"<x/ y>", b"</x>",
+           b"<script>", b"</script>", b"<script/>", b"<SCRIPT a=1>", b"</script x>", b"<style>", b"</style",
+           b"<textarea x=1>", b"</textarea >", b"<title>t</title>", b"<titles>", b"<plaintext>",
+           b"<!-- c -->", b"<!-->", b"<!--->", b"<!---->", b"<!--", b"-->", b"--!>", b"<!doctype html>", b"<!",
+           b"<?x>", b"</ x>", b"</1>", b"<1>", b"< ", b"<", b">", b"/", b"/>", b"=", b"= ", b"'", b'"', b"x",
+           b" ", b"\n", b"<option>", b"<optgroup>", b"<dd>", b"<dt>", b"<dl>", b"<thead>", b"<tbody>",
+           b"\xc3\xa9", b"<\xc3\xa9>"]
+
+
+def test_the_compiled_stack_model_cuts_where_the_python_one_does_on_random_markup() -> None:
+    rnd = random.Random(15)
+    cuts = 0
+    for _ in range(6000):
+        low = b"".join(rnd.choice(_PIECES) for _ in range(rnd.randint(0, 80))).lower()
+        steps = rnd.choice((0, 1, 3, 10, 30, 100))
+        want = python_cut(low, steps)
+        assert compiled_cut(low, steps) == want, (low, steps)
+        cuts += want is not None
+    assert cuts > 1000
+
+
+def test_the_budget_gives_the_same_limits_compiled_and_in_python() -> None:
+    pages = [*hostile().values(), _fill(b"</x>", _FIRST + b"<div>" * 2040, 5_000_000)]
+    reasons = set()
+    for body in pages:
+        assert compiled.use(True)
+        fast = budget.limit(body)
+        compiled.use(False)
+        try:
+            slow = budget.limit(body)
+        finally:
+            compiled.use(True)
+        assert fast == slow
+        reasons.add(fast.reason if fast else None)
+    assert {"nesting", "tags"} <= reasons
