@@ -158,3 +158,20 @@ def test_a_closed_pipe_ends_quietly_with_0(place: Path) -> None:
     assert p.stdout.count(b"\n") == 1
     assert b"status=0" in p.stderr, p.stderr
     assert b"Traceback" not in p.stderr and b"rror" not in p.stderr
+
+
+def test_ctrl_c_while_the_command_starts_is_quiet(tmp_path: Path) -> None:
+    """The imports take a second on a loaded machine; a Ctrl-C in that second must end
+    the command with 130 and nothing on stderr, not an import traceback. The program is
+    started the way the installed entry point starts it (a script named ``crawl``), and
+    the interrupt lands after ``crawl.commands`` is imported, before the boundary is up."""
+    script = tmp_path / "crawl"
+    script.write_text("import os, signal\nimport crawl.commands\n"
+                      "os.kill(os.getpid(), signal.SIGINT)\nimport time\ntime.sleep(30)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=60)
+    assert (done.returncode, done.stderr) == (130, b"")
+    # imported by anything else (a test, a library user), the handler is left alone
+    other = tmp_path / "other.py"
+    other.write_text(script.read_text())
+    done = subprocess.run([sys.executable, str(other)], capture_output=True, timeout=60)
+    assert done.returncode == -2 and b"KeyboardInterrupt" in done.stderr  # Python's own way

@@ -8,12 +8,31 @@ stage cannot break the others.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
+import threading
 from typing import NoReturn
 
-import click
 
-from crawl import __version__
+def _interrupted_while_starting(signum: int, frame: object) -> NoReturn:
+    """Ctrl-C before the error boundary is up (the imports take a second on a loaded
+    machine) ends the command quietly with the usual 130, not an import traceback."""
+    raise SystemExit(128 + signum)
+
+
+def _started_as_the_command() -> bool:
+    main_file = str(getattr(sys.modules.get("__main__"), "__file__", "") or "")
+    return main_file.endswith(("/crawl", "/crawl/__main__.py"))
+
+
+# Only as the program's entry point: a library user's or a test's handler is left alone.
+if (_started_as_the_command() and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import click  # noqa: E402 -- after the handler: click's import is the slow part
+
+from crawl import __version__  # noqa: E402
 
 # name: (module under crawl.commands, one-line purpose)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -98,6 +117,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
     (:mod:`._boundary`)."""
     from . import _boundary
 
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the boundary takes it from here
     args = list(sys.argv[1:] if argv is None else argv)
 
     def invoke() -> None:
