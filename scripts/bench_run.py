@@ -12,7 +12,11 @@ same per-host delay, same-host links. Two modes and two tiers:
   end (at most BENCH_ONE_SECONDS, 60): the single-site audit. Besides pages/s
   it prints the crawler's gap between the end of one response and the next
   request to the host, from the server's log (p5/median/p95 ms). Crawlers:
-  BENCH_ONE_CRAWLERS (``crawl,wget``; add scrapy for the third).
+  BENCH_ONE_CRAWLERS (``crawl,crawl-k5,wget``; add scrapy for the third).
+  ``crawl`` runs with ``--response-factor 0``, no wait at all as wget's
+  ``--wait=0``; ``crawl-k5`` with the default factor 5, which at delay 0
+  still waits 5 x each answer's time before the next request (heritrix's
+  rule: a slow host is asked less often), so its gap holds that wait.
 
 Tiers (BENCH_TIER: synthetic, realistic or both) are the test web's
 ``--profile``. BENCH_MODE picks modes (``many,one``); BENCH_CRAWLERS picks
@@ -70,7 +74,7 @@ TIERS = {"both": ["synthetic", "realistic"]}.get(os.environ.get("BENCH_TIER", "b
 MODES = os.environ.get("BENCH_MODE", "many,one").split(",")
 CRAWLERS = os.environ.get("BENCH_CRAWLERS", "crawl,wget,scrapy").split(",")
 # one host: Scrapy is the slowest by far there and the issue's yardstick is wget
-ONE_CRAWLERS = os.environ.get("BENCH_ONE_CRAWLERS", "crawl,wget").split(",")
+ONE_CRAWLERS = os.environ.get("BENCH_ONE_CRAWLERS", "crawl,crawl-k5,wget").split(",")
 if os.environ.get("BENCH_SCRAPY", "1") == "0":
     CRAWLERS = [c for c in CRAWLERS if c != "scrapy"]
     ONE_CRAWLERS = [c for c in ONE_CRAWLERS if c != "scrapy"]
@@ -210,12 +214,16 @@ def served(web: Web, r: dict[str, Any]) -> None:
     r["gaps"] = sorted(gaps)
 
 
-def bench_crawl(web: Web, delay: str, limit: float, one: bool) -> dict[str, Any]:
+def bench_crawl(web: Web, delay: str, limit: float, one: bool, factor: str = "") -> dict[str, Any]:
     d = OUT / "crawl-dir"
     shutil.rmtree(d, ignore_errors=True)
     cmd = [*CRAWL, "run", "--dir", str(d), "--seeds", str(web.dir / "seeds.txt"),
            "--resolve-file", str(web.dir / "hosts"), "--allow-private", "--scope", "host",
            "--delay", delay, "--progress", "none", "--json", "--user-agent", f"crawl/0.1 ({UA})"]
+    if one and not factor:
+        factor = "0"  # delay 0 as wget's --wait=0 means it: no wait (crawl-k5: the default)
+    if factor:
+        cmd += ["--response-factor", factor]
     # idle-exit: a shorter one ended some runs after the first pages (the parse child still
     # busy with the home page; reported in issue 19). Idle time is not counted in pages/s.
     cmd += ["--idle-exit", "10s"] if one else ["--duration", f"{limit:.0f}s"]
@@ -225,6 +233,11 @@ def bench_crawl(web: Web, delay: str, limit: float, one: bool) -> dict[str, Any]
     if r["rc"] != 0:
         sys.stderr.write(r["stderr"][-3000:])
         raise SystemExit("crawl run failed")
+    try:  # how the next requests were leased: at an answer's end (hand-off) or by the loop
+        counts = json.loads(r["stdout"].splitlines()[-1]).get("counts", {})
+        r["leases"] = (counts.get("lease/handoff", 0), counts.get("lease/next", 0))
+    except (IndexError, ValueError):
+        pass
     return r
 
 
@@ -272,7 +285,11 @@ def bench_scrapy(web: Web, delay: str, limit: float, one: bool) -> dict[str, Any
     return r
 
 
-BENCHES = {"crawl": bench_crawl, "wget": bench_wget, "scrapy": bench_scrapy}
+def bench_crawl_k5(web: Web, delay: str, limit: float, one: bool) -> dict[str, Any]:
+    return bench_crawl(web, delay, limit, one, factor="5")
+
+
+BENCHES = {"crawl": bench_crawl, "crawl-k5": bench_crawl_k5, "wget": bench_wget, "scrapy": bench_scrapy}
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -291,6 +308,9 @@ def show(name: str, r: dict[str, Any], one: bool) -> None:
         g = r["gaps"]
         print(f"          gap end of response -> next request to the host: p5 {pct(g, 0.05):.2f} ms, "
               f"median {statistics.median(g):.2f} ms, p95 {pct(g, 0.95):.2f} ms ({len(g):,} gaps)")
+        if "leases" in r:
+            print(f"          leased at an answer's end (hand-off) {r['leases'][0]:,}, "
+                  f"lease-loop transactions {r['leases'][1]:,}")
 
 
 def ratios(results: dict[str, dict[str, Any]]) -> None:

@@ -15,6 +15,7 @@ re-exported here, so ``from crawl.fetch import FetchConfig`` keeps working.
 
 from __future__ import annotations
 
+import itertools
 import resource
 import signal
 from collections.abc import AsyncIterator, Iterator
@@ -138,15 +139,17 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
 
     Input batches are acknowledged (spools) only once all their results are written.
     """
+    handoff = getattr(source, "handoff", None)
     work_send, work_recv = trio.open_memory_channel[tuple[Any, Record]](0)
     store_send, store_recv = trio.open_memory_channel[Fetched](fetcher.cfg.concurrency)
     out_send, out_recv = trio.open_memory_channel[list[Fetched]](4)
     pending: dict[int, list[Any]] = {}  # batch id -> [results outstanding, batch, all read]
+    bids = itertools.count()
 
     async def reader() -> None:
         it: Iterator[Batch] = source.batches(batch)
         async with work_send:
-            for bid in range(1 << 62):
+            for bid in bids:
                 b = await trio.to_thread.run_sync(next, it, None, abandon_on_cancel=True)
                 if b is None:
                     return
@@ -158,12 +161,28 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
                 for rec in b.records:
                     await work_send.send((bid, rec))
 
+    async def handed(f: Fetched) -> tuple[int, Record | None]:
+        """The source's next lease for the host of an answer just in, if it has
+        one (``crawl run``: crawl/frontier/handoff.py): fetched by this worker
+        at once, while the answer before it is being stored."""
+        if handoff is None or f.record.get("kind") != "fetch":
+            return 0, None
+        nxt = await trio.to_thread.run_sync(handoff, f.record)
+        if nxt is None:
+            return 0, None
+        bid = next(bids)
+        pending[bid] = [1, Batch([nxt])]
+        report.add("in")
+        return bid, nxt
+
     async def worker(recv: Any, send: Any) -> None:
         async with send:
             async for bid, lease in recv:
-                f = await fetcher.fetch(lease)
-                f.token = bid
-                await send.send(f)
+                while lease is not None:
+                    f = await fetcher.fetch(lease)
+                    f.token = bid
+                    await send.send(f)
+                    bid, lease = await handed(f)
 
     async def store_task() -> None:
         async with out_send:

@@ -192,6 +192,9 @@ class Crawl:
         # leases no more than the budget left after them (exact, never overshot)
         self.outstanding = 0
         self._outstanding_lock = threading.Lock()
+        # held while the budget is checked and leases are taken: the lease loop and
+        # the hand-offs at answers' ends (handoff) lease from different threads
+        self._lease_lock = threading.Lock()
         self.fetch_done = False
         self.deadline = time.time() + opts.budgets.duration if opts.budgets.duration else math.inf
         self.last_lease = time.time()
@@ -398,11 +401,15 @@ class Crawl:
             if (due is not None and due <= now) or now >= self.next_poll:
                 self.next_poll = now + 1.0
                 self.progress.add("lease/next")
-                leases = self.frontier.next(n, self.opts.lease_seconds, now)
+                with self._lease_lock:  # a hand-off leases too: budget check and leases in one step
+                    if b.max_pages:
+                        n = min(n, b.max_pages - self.progress.pages - self.outstanding)
+                    leases = self.frontier.next(n, self.opts.lease_seconds, now) if n > 0 else []
+                    if leases:
+                        with self._outstanding_lock:
+                            self.outstanding += len(leases)
                 if leases:
                     self.last_lease = now
-                    with self._outstanding_lock:
-                        self.outstanding += len(leases)
                     yield Batch(leases)
                     continue
             if self.finished() and not self.opts.recrawl and self.node is None:  # (shared: idle only)
@@ -420,6 +427,38 @@ class Crawl:
             # completion or new links change that, and they wake the loop.
             wait = LEASE_POLL if due is None or due <= now else min(due - now, LEASE_POLL)
             self._pause(min(wait, max(self.deadline - now, 0.0)))
+
+    def handoff(self, rec: Record) -> Record | None:
+        """At the end of an answer, before its result is durable (a worker thread
+        of fetch_all): free its host, and lease the host's next URL now if the
+        run would lease it at all, so the next request to the host waits one
+        commit, not the WARC, spool, log and completion commits before it
+        (crawl/frontier/handoff.py). Not in a shared crawl: a host handed to
+        another node must have no lease left (crawl/frontier/slices.py)."""
+        if self.node is not None:
+            return None
+        now = time.time()
+        with self._lease_lock:  # (see lease_batches)
+            seconds = self.opts.lease_seconds if self._may_lease(now) else 0.0
+            released, nxt = self.frontier.handoff(rec, now, seconds)
+            if nxt is not None:
+                with self._outstanding_lock:
+                    self.outstanding += 1
+        if nxt is not None:
+            self.progress.add("lease/handoff")
+            self.last_lease = now
+        elif released:
+            self.progress.add("lease/released")
+            self.wake.set()  # the host is on the schedule again: the lease loop sees when
+        return nxt
+
+    def _may_lease(self, now: float) -> bool:
+        """Whether the lease loop would lease one more URL now (its stops and budgets)."""
+        b = self.opts.budgets
+        if self.stopping or now >= self.deadline or self.backlog() >= self.opts.max_backlog:
+            return False
+        # the answer just in is still outstanding: exact, as in lease_batches
+        return not b.max_pages or b.max_pages - self.progress.pages - self.outstanding > 0
 
     def _pause(self, seconds: float) -> None:
         """Wait until something may be leasable: a wake-up, or ``seconds`` (a due time).

@@ -62,6 +62,9 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
         def batches(self, size: int) -> Iterator[Batch]:
             return crawl.lease_batches(size)
 
+        def handoff(self, rec: Record) -> Record | None:
+            return crawl.handoff(rec)
+
     class ResultSink:
         def write(self, recs: list[Record]) -> None:
             crawl.write_results(recs)
