@@ -1,8 +1,9 @@
 """Start-up and the single-host gap of `crawl run`, against wget on the same host.
 
 One test-web host (BENCH_PAGES pages, default 600) served on loopback; the
-crawler runs with --delay 0 (one request in flight per host, robots.txt
-obeyed) until BENCH_MAX pages (default 400) are stored. From the server's own
+crawler runs with --delay 0 --response-factor 0 (no wait between requests,
+as wget's --wait=0; one request in flight per host, robots.txt obeyed)
+until BENCH_MAX pages (default 400) are stored. From the server's own
 request log (monotonic ns, the clock this script reads too):
 
 * start-up: the command's start to its first request (robots.txt), and to
@@ -98,7 +99,7 @@ def run_crawl(web: Web, n: int) -> dict[str, float]:
     d = OUT / "crawl-dir"
     shutil.rmtree(d, ignore_errors=True)
     cmd = [*CRAWL, "run", "--dir", str(d), f"http://h0000.test:{web.port}/", "--resolve-file",
-           str(web.dir / "hosts"), "--allow-private", "--scope", "host", "--delay", "0",
+           str(web.dir / "hosts"), "--allow-private", "--scope", "host", "--delay", "0", "--response-factor", "0",
            "--max-pages", str(n), "--progress", "none"]
     t0 = time.monotonic_ns()
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=ENV)

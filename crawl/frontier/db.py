@@ -61,7 +61,7 @@ from crawl.core import MapTrimmer, Record, StateError, close_env, open_env
 from . import delays, robotswait
 from . import hostqueue as hq
 from .complete import complete_one
-from .handoff import release_early
+from .handoff import release_early, worth_it
 from .leases import fingerprint, lease_name
 from .politeness import DEFAULT, Politeness, host_of
 from .tx import Carry, Tx, get_int
@@ -226,10 +226,14 @@ class Frontier:
     def handoff(self, rec: Record, now: float, lease_seconds: float = 0.0) -> tuple[bool, Record | None]:
         """At the end of an answer, before its result is durable: release its host
         as its completion would and, with ``lease_seconds``, lease the host's next
-        URL if it is due now (crawl/frontier/handoff.py). One commit. Returns
+        URL if it is due now (crawl/frontier/handoff.py). One commit, and none
+        for a host whose delay is half a second or more (``handoff.HORIZON``:
+        its completion frees it in time). Returns
         (released, the new lease or None); a result not released here (a
         failure, a 429...) waits for ``complete`` as before.
         """
+        if not worth_it(self.cfg, rec):  # no transaction at all
+            return False, None
         with self.env.begin(write=True) as txn:
             t = self._tx(txn, now)
             hid = release_early(t, rec)

@@ -71,6 +71,9 @@ def test_a_delay_still_runs_from_the_end_of_the_answer(tmp_path: Path) -> None:
         assert counts.get("lease/handoff", 0) == 0, counts
         assert counts.get("lease/released", 0) >= st["pages"] - 1, counts
         assert audit(crawler_requests(web), web.hosts, delay=0.3, per_ip=4, agent="crawl") == []
+        # at 1 s the completion releases the host: no hand-off at all
+        st = run(web, tmp_path / "c1", "1")
+        assert st["pages"] >= 2 and not st["counts"].get("lease/released"), st["counts"]
 
 
 def test_sigkill_during_hand_offs_loses_nothing(tmp_path: Path) -> None:
