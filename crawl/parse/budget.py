@@ -51,6 +51,7 @@ scan reads differently from libxml2 (comments, scripts, stray quotes):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 
@@ -168,6 +169,9 @@ def limit(utf8: bytes) -> Limit | None:
 def _attributes(utf8: bytes, end: int) -> int | None:
     """The start of the first tag with more than MAX_ATTRIBUTES attributes, or of the
     tag where those counted in tags of MANY_ATTRIBUTES or more pass ATTRIBUTE_BUDGET."""
+    c = compiled.active
+    if c is not None:  # the same search and counts in one compiled pass
+        return c.many_attributes(utf8, end, MANY_ATTRIBUTES, MAX_ATTRIBUTES, ATTRIBUTE_BUDGET)
     counted = 0
     pos = 0
     while (m := _MANY.search(utf8, pos, end)) is not None:
@@ -215,6 +219,17 @@ def _model(utf8: bytes, end: int) -> tuple[int, str] | None:
     return (m.start() if m is not None else end), reason
 
 
+def _findall_count(data: bytes) -> int:
+    return len(_ONE.findall(data))
+
+
+def _counter() -> Callable[[bytes], int]:
+    """How many attributes :data:`_ONE` finds in some bytes: compiled (without a
+    list of 150,000 matches made to be counted), or by the regex."""
+    c = compiled.active
+    return _findall_count if c is None else c.count_attributes
+
+
 def _attribute_bound(low: bytes) -> int:
     """At least as many as the attributes the count in :func:`_attribute_total` can find.
 
@@ -223,6 +238,9 @@ def _attribute_bound(low: bytes) -> int:
     ``/`` that ends its name; the next one after a separator, or straight
     after a quoted value), so those bytes bound them, counted at memchr speed.
     """
+    c = compiled.active
+    if c is not None:
+        return c.count_bytes(low, b" \t\n\r\f/\"'")
     return (low.count(b" ") + low.count(b"\t") + low.count(b"\n") + low.count(b"\r") + low.count(b"\f")
             + low.count(b"/") + low.count(b'"') + low.count(b"'"))
 
@@ -232,15 +250,15 @@ def _attribute_cut(low: bytes, budget: int = ATTRIBUTE_TOTAL) -> tuple[int, str]
     is read a thousand tokens at a time and no further than the cut, whose
     offset comes with its token (a page of 15-attribute tags cut a third of
     the way in was read whole, then again to the cut)."""
-    count = _ONE.findall
+    count = _counter()
     total = 0
     tokens = _TOKEN.finditer(low)
     while group := list(islice(tokens, _TOKENS_PER_COUNT)):
         parts = [(t[1], t[4]) for t in (m.groups(b"") for m in group)]
-        n = len(count(b" ".join(a + b" " + b for a, b in parts)))
+        n = count(b" ".join(a + b" " + b for a, b in parts))
         if total + n > budget:
             for m, (a, b) in zip(group, parts, strict=True):
-                total += len(count(a)) + len(count(b))
+                total += count(a) + count(b)
                 if total > budget:
                     return m.start(), "attributes"
         total += n
@@ -253,14 +271,14 @@ def _attribute_total(tokens: list[tuple[bytes, ...]], budget: int) -> int | None
     Counted a thousand tokens at a time (one compiled scan each), then one by
     one in the thousand where the count passes.
     """
-    count = _ONE.findall
+    count = _counter()
     total = 0
     for first in range(0, len(tokens), _TOKENS_PER_COUNT):
         group = tokens[first:first + _TOKENS_PER_COUNT]
-        n = len(count(b" ".join(t[1] + b" " + t[4] for t in group)))
+        n = count(b" ".join(t[1] + b" " + t[4] for t in group))
         if total + n > budget:
             for i, t in enumerate(group, first):
-                total += len(count(t[1])) + len(count(t[4]))
+                total += count(t[1]) + count(t[4])
                 if total > budget:
                     return i
         total += n

@@ -294,6 +294,25 @@ def refresh_target(content: str) -> str | None:
     return s or None
 
 
+# rel attribute as written -> its tokens lower-cased; pages repeat a few values
+# ("nofollow", "stylesheet") thousands of times. Bounded (DESIGN invariant 5).
+_RELS: dict[str, tuple[str, ...]] = {}
+# token tuples made only of RESOURCE_RELS (a <link> to a sub-resource, not a page)
+_RESOURCE_ONLY: set[tuple[str, ...]] = set()
+
+
+def _rels(rel: str) -> tuple[str, ...]:
+    """``tuple(rel.lower().split())``, remembered."""
+    rels = tuple(rel.lower().split())
+    if len(_RELS) >= 4096:
+        _RELS.clear()
+        _RESOURCE_ONLY.clear()
+    if rels and RESOURCE_RELS.issuperset(rels):
+        _RESOURCE_ONLY.add(rels)
+    _RELS[rel] = rels
+    return rels
+
+
 class LinkStream:
     """A page's links in document order, each made when it is asked for.
 
@@ -326,7 +345,7 @@ class LinkStream:
                 if href is None:
                     continue
                 rel = el.get("rel")
-                raw: LinkTuple = (href, tag, tuple(rel.lower().split()) if rel else (), pos, el)
+                raw: LinkTuple = (href, tag, (_RELS.get(rel) or _rels(rel)) if rel else (), pos, el)
             elif tag == "iframe" or tag == "frame":
                 src = el.get("src")
                 if src is None:
@@ -348,11 +367,11 @@ class LinkStream:
             rel_attr = el.get("rel")
             if href is None or not rel_attr:
                 return None
-            rels = tuple(rel_attr.lower().split())
-            if "canonical" in rels and self._canonical_pending:
+            rels = _RELS.get(rel_attr) or _rels(rel_attr)
+            if self._canonical_pending and "canonical" in rels:
                 self._canonical_pending = False
                 return None
-            if rels and not RESOURCE_RELS.issuperset(rels):
+            if rels and rels not in _RESOURCE_ONLY:
                 return (href, "link", rels, self.position, None)
             return None
         if el.tag == "meta":

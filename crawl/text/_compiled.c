@@ -1520,6 +1520,122 @@ static int tok_next(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, BudToken
     return 0;
 }
 
+/* budget._NAME_VALUE from s[k] (not white space, '/' or '>'): one attribute's name and value. */
+static Py_ssize_t attr_name_value(const unsigned char *s, Py_ssize_t k, Py_ssize_t end)
+{
+    k++;
+    while (k < end && !tok_stop(s[k]) && s[k] != '=')
+        k++;
+    Py_ssize_t j = k;
+    while (j < end && tok_ws(s[j]))
+        j++;
+    if (j < end && s[j] == '=') {
+        j++;
+        while (j < end && tok_ws(s[j]))
+            j++;
+        if (j < end && (s[j] == '"' || s[j] == '\'')) {
+            const unsigned char *q = memchr(s + j + 1, s[j], (size_t)(end - j - 1));
+            j = q ? (q - s) + 1 : end;
+        } else {
+            while (j < end && !tok_ws(s[j]) && s[j] != '>')
+                j++;
+        }
+        k = j;
+    }
+    return k;
+}
+
+static int attr_range(PyObject *args, Py_buffer *buf, Py_ssize_t *start, Py_ssize_t *end, const char *fmt)
+{
+    *start = 0, *end = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTuple(args, fmt, buf, start, end))
+        return -1;
+    if (*end > buf->len)
+        *end = buf->len;
+    if (*start < 0)
+        *start = 0;
+    return 0;
+}
+
+/* len(budget._ONE.findall(data, start, end)) */
+static PyObject *count_attributes(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t i, end, count = 0;
+    if (attr_range(args, &buf, &i, &end, "y*|nn") < 0)
+        return NULL;
+    const unsigned char *s = buf.buf;
+    while (i < end) {
+        if (tok_stop(s[i])) {
+            i++;
+            continue;
+        }
+        i = attr_name_value(s, i, end);
+        count++;
+    }
+    PyBuffer_Release(&buf);
+    return PyLong_FromSsize_t(count);
+}
+
+/* budget._attributes: the start of the first tag (from any '<' and a letter) with more
+ * than max attributes, or where those counted in tags of `many` or more pass `total`. */
+static PyObject *many_attributes(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t end, many, max, total, counted = 0;
+    if (!PyArg_ParseTuple(args, "y*nnnn", &buf, &end, &many, &max, &total))
+        return NULL;
+    if (end > buf.len)
+        end = buf.len;
+    const unsigned char *s = buf.buf;
+    for (Py_ssize_t i = 0; i + 1 < end; i++) {
+        const unsigned char *lt = memchr(s + i, '<', (size_t)(end - i));
+        if (!lt)
+            break;
+        i = lt - s;
+        if (i + 1 >= end || !((s[i + 1] | 32) >= 'a' && (s[i + 1] | 32) <= 'z'))
+            continue;
+        Py_ssize_t j = i + 2, n = 0;
+        while (j < end && !tok_stop(s[j]))
+            j++;
+        while (n <= max) {
+            while (j < end && (tok_ws(s[j]) || (s[j] == '/' && !(j + 1 < end && s[j + 1] == '>'))))
+                j++;
+            if (j >= end || tok_stop(s[j]))
+                break;
+            j = attr_name_value(s, j, end);
+            n++;
+        }
+        if (n >= many) {
+            counted += n;
+            if (n > max || counted > total) {
+                PyBuffer_Release(&buf);
+                return PyLong_FromSsize_t(i);
+            }
+        }
+    }
+    PyBuffer_Release(&buf);
+    Py_RETURN_NONE;
+}
+
+/* sum(data.count(bytes([c])) for c in chars): budget._attribute_bound in one pass */
+static PyObject *count_bytes(PyObject *self, PyObject *args)
+{
+    Py_buffer buf, set;
+    if (!PyArg_ParseTuple(args, "y*y*", &buf, &set))
+        return NULL;
+    unsigned char in[256] = {0};
+    for (Py_ssize_t k = 0; k < set.len; k++)
+        in[((const unsigned char *)set.buf)[k]] = 1;
+    const unsigned char *s = buf.buf;
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < buf.len; i++)
+        count += in[s[i]];
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&set);
+    return PyLong_FromSsize_t(count);
+}
+
 typedef struct {
     long rank;
     int is_void, kind; /* kind: 1 html, 2 body, 3 head (budget._DISCARDED), else 0 */
@@ -1700,6 +1816,11 @@ static PyMethodDef methods[] = {
      "configure_budget(raw, void, priority, closes, max_depth): crawl.parse.budget's element tables"},
     {"stack_cut", stack_cut, METH_VARARGS,
      "stack_cut(low, budget) -> (token index, offset) where budget._stack_steps passes budget, or None"},
+    {"count_attributes", count_attributes, METH_VARARGS,
+     "count_attributes(data, start=0, end=len) -> len(budget._ONE.findall(data, start, end))"},
+    {"many_attributes", many_attributes, METH_VARARGS,
+     "many_attributes(data, end, many, max, total) -> budget._attributes(data, end)"},
+    {"count_bytes", count_bytes, METH_VARARGS, "count_bytes(data, chars) -> how many bytes of data are in chars"},
     {"visible_folded", visible_folded, METH_O, "visible_folded(page) -> (folded visible text, offset of <body or -1)"},
     {NULL, NULL, 0, NULL},
 };

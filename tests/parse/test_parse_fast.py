@@ -182,3 +182,53 @@ def test_the_budget_gives_the_same_limits_compiled_and_in_python() -> None:
         assert fast == slow
         reasons.add(fast.reason if fast else None)
     assert {"nesting", "tags"} <= reasons
+
+
+# -- the compiled attribute counts -------------------------------------------------------
+_ATTRIBUTE_PIECES = [b"<div", b"<B", b"<a", b"<", b">", b"/>", b"/", b" ", b"\t", b"\n", b"\f", b"\r", b"a", b"x1",
+                     b"=", b" = ", b'"', b"'", b'"v a>l"', b"'v>'", b"v", b"v=w", b"<1", b"<br/", b"\xc3\xa9",
+                     b"&amp;", b"-->", b"<!--"]
+
+
+def _attribute_soup(rnd: random.Random) -> bytes:
+    parts = []
+    for _ in range(rnd.randint(0, 30)):
+        if rnd.random() < 0.2:  # a tag of many attributes, around the thresholds
+            n = rnd.choice((budget.MANY_ATTRIBUTES - 1, budget.MANY_ATTRIBUTES, budget.MAX_ATTRIBUTES,
+                            budget.MAX_ATTRIBUTES + 1, rnd.randint(0, 400)))
+            sep = rnd.choice((b" ", b"/", b'="x" ', b"\n", b"=y "))
+            parts.append(b"<t " + sep.join(b"a%d" % i for i in range(n)) + rnd.choice((b">", b"/>", b"")))
+        else:
+            parts.append(rnd.choice(_ATTRIBUTE_PIECES))
+    return b"".join(parts)
+
+
+def test_the_compiled_attribute_counts_are_the_regex_counts() -> None:
+    assert compiled.built is not None, "crawl/text/_compiled.c was not built: `pip install -e .` needs gcc"
+    c = compiled.built
+    rnd = random.Random(19)
+    for _ in range(4000):
+        data = _attribute_soup(rnd)
+        start, end = sorted(rnd.randint(0, len(data) + 2) for _ in range(2))
+        assert c.count_attributes(data) == len(budget._ONE.findall(data)), data
+        assert c.count_attributes(data, start, end) == len(budget._ONE.findall(data, start, end)), data
+        chars = b" \t\n\r\f/\"'"
+        assert c.count_bytes(data, chars) == sum(data.count(bytes([ch])) for ch in chars)
+
+
+def test_the_compiled_attribute_search_cuts_where_the_regex_one_does() -> None:
+    assert compiled.built is not None, "crawl/text/_compiled.c was not built: `pip install -e .` needs gcc"
+    rnd = random.Random(23)
+    cuts = 0
+    pages = [_attribute_soup(rnd) * rnd.choice((1, 10, 60)) for _ in range(800)]
+    for data in pages:
+        end = rnd.randint(0, len(data))
+        compiled.use(False)
+        try:
+            want = budget._attributes(data, end), budget._attribute_cut(data.lower(), 3000)
+        finally:
+            compiled.use(True)
+        got = budget._attributes(data, end), budget._attribute_cut(data.lower(), 3000)
+        assert got == want, data[:200]
+        cuts += want[0] is not None
+    assert cuts > 50
