@@ -138,6 +138,15 @@ EQUIVALENT: dict[str, str] = {
     "crawl/frontier/politeness.py::effective_priority::compare::0 <= priority <= MAX_PRIORITY -> "
     "(0 <= priority > MAX_PRIORITY)":
         "an in-range priority sent down the clamping branch comes out unchanged",
+    "crawl/frontier/politeness.py::effective_priority::number::0 -> (1)":
+        "priority 0 sent down the clamping branch comes out 0",
+    "crawl/frontier/politeness.py::effective_priority::number::0 -> (1) #2":
+        "depth > 1 for depth > 0: a depth of 1 adds 1 // 3 = 0 levels",
+    "crawl/frontier/politeness.py::effective_priority::number::0 -> (-1) #2":
+        "depth > -1 for depth > 0: a depth of 0 adds 0 // 3 = 0 levels",
+    "crawl/frontier/politeness.py::effective_priority::number::0 -> (-1) #3":
+        "q >= -1 for q >= 0: without a '?' (q = -1) the count of '&' from the last character is at most 1, "
+        "2 parameters, which lower nothing",
     "crawl/frontier/tx.py::Tx.lease_host::drop::self._waiters = True -> pass":
         "the flag is read only by releases later in the same transaction, and no transaction "
         "releases a slot after it has leased (expiries are requeued before leasing)",
