@@ -700,13 +700,28 @@ class Selection:
     def seconds_of(self, nodeids: list[str]) -> float:
         return sum(float(self.tests[n]["seconds"]) for n in nodeids)
 
+    def save(self, path: Path) -> None:
+        lines = {m: {str(k): sorted(v, key=lambda n: n or "") for k, v in per.items()}
+                 for m, per in self.lines.items()}
+        path.write_text(json.dumps({"tests": self.tests, "lines": lines, "statements": self.statements,
+                                    "files": self.files, "seconds": self.seconds}))
+
+    @classmethod
+    def load(cls, path: Path) -> Selection:
+        d = json.loads(path.read_text())
+        lines = {m: {int(k): set(v) for k, v in per.items()} for m, per in d["lines"].items()}
+        return cls(d["tests"], lines, d["statements"], d["files"], d["seconds"])
+
 
 def select_by_coverage(tree: Path, work: Path, modules: list[str], tests: list[str], jobs: int) -> Selection:
     """Run ``tests`` once in ``tree`` under coverage (children too, through
     COVERAGE_PROCESS_START and coverage's .pth) and map every line of ``modules``
     to the tests that executed it."""
-    import coverage  # the dev extra; only this mode needs it
-
+    try:
+        import coverage  # noqa: F401 - the dev extra; only this mode needs it
+    except ImportError:
+        raise SystemExit("mutate: error: choosing tests by coverage needs coverage.py: pip install -e '.[dev]' "
+                         "(or run every test file per mutant: --whole-files)") from None
     work.mkdir(parents=True, exist_ok=True)
     (work / "mutate_ctx.py").write_text(_PLUGIN)
     rc = work / "coveragerc"
@@ -726,6 +741,13 @@ def select_by_coverage(tree: Path, work: Path, modules: list[str], tests: list[s
     tail = "\n".join(proc.stdout.strip().splitlines()[-3:])
     print(f"mutate: coverage pass over {len(tests)} test files: {took:.0f} s, exit {proc.returncode}: "
           f"{tail.splitlines()[-1] if tail else ''}", flush=True)
+    return read_coverage(tree, work, modules, took, f"exit {proc.returncode}:\n{tail}")
+
+
+def read_coverage(tree: Path, work: Path, modules: list[str], took: float = 0.0, why: str = "") -> Selection:
+    """The selection from a coverage pass's files in ``work`` (measured in ``tree``)."""
+    import coverage
+
     results: dict[str, dict[str, float | str]] = {}
     for f in sorted(work.glob("tests-*.json")):  # under xdist, the controller and a worker both report
         for nodeid, entry in json.loads(f.read_text()).items():
@@ -734,7 +756,7 @@ def select_by_coverage(tree: Path, work: Path, modules: list[str], tests: list[s
             if entry["outcome"] != "passed" and old["outcome"] != "failed":
                 old["outcome"] = entry["outcome"]
     if not results:
-        raise SystemExit(f"mutate: error: the coverage pass ran no tests (exit {proc.returncode}):\n{tail}")
+        raise SystemExit(f"mutate: error: the coverage pass ran no tests ({why})")
     failing = sorted(n for n, e in results.items() if e["outcome"] == "failed")
     if failing:
         print(f"mutate: {len(failing)} tests fail unmutated and are never used to judge a mutant: "
@@ -742,8 +764,12 @@ def select_by_coverage(tree: Path, work: Path, modules: list[str], tests: list[s
     files: dict[str, list[str]] = {}
     for n in results:  # dict order is run order; under xdist, close enough
         files.setdefault(n.split("::", 1)[0], []).append(n)
-    cov = coverage.Coverage(data_file=str(work / ".coverage"), config_file=str(rc))
-    cov.combine(data_paths=[str(work)], keep=False, strict=False)
+    cov = coverage.Coverage(data_file=str(work / ".coverage"), config_file=str(work / "coveragerc"))
+    if list(work.glob(".coverage.*")):
+        cov.combine(data_paths=[str(work)], keep=False, strict=False)
+        cov.save()
+    else:
+        cov.load()
     data = cov.get_data()
     lines: dict[str, dict[int, set[str | None]]] = {}
     statements: dict[str, list[int]] = {}
@@ -808,6 +834,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds per mutant (default: 3 x the unmutated time of its tests + 30)")
     ap.add_argument("--whole-files", action="store_true",
                     help="no selection by coverage: every mutant runs all its module's test files (slow)")
+    ap.add_argument("--selection", type=Path, metavar="FILE",
+                    help="the coverage pass's map of lines to tests: read from FILE if it exists (it must be of "
+                         "the same sources: use the same --rev), else computed and written there")
+    ap.add_argument("--shard", metavar="K/N", help="only every N-th mutant from the K-th (1-based): split "
+                                                    "a module over processes")
+    ap.add_argument("--skip", type=Path, nargs="+", default=[], metavar="JSONL",
+                    help="leave out the mutants that have a line in these --json files")
     ap.add_argument("--no-fork", action="store_true",
                     help="start pytest afresh for every mutant instead of forking it from a warm process")
     ap.add_argument("--tests", action="append", default=[], metavar="FILE",
@@ -828,6 +861,20 @@ def main(argv: list[str] | None = None) -> int:
         if not (ROOT / t.split("::", 1)[0]).is_file():
             raise SystemExit(f"mutate: error: no test file {t!r} (give paths relative to {ROOT})")
     rng = random.Random(args.seed)
+    shard = None
+    if args.shard:
+        try:
+            k, n = (int(x) for x in args.shard.split("/"))
+            if not 1 <= k <= n:
+                raise ValueError
+        except ValueError:
+            raise SystemExit(f"mutate: error: --shard {args.shard!r} is not K/N with 1 <= K <= N") from None
+        shard = (k, n)
+    done: set[str] = set()
+    for f in args.skip:
+        if not f.is_file():
+            raise SystemExit(f"mutate: error: no file {str(f)!r} to --skip")
+        done |= {json.loads(line)["key"] for line in f.read_text().splitlines() if line.strip()}
     plan: dict[str, tuple[int, list[Mutant]]] = {}
     for mod in modules:
         src = (subprocess.run(["git", "-C", str(ROOT), "show", f"{args.rev}:{mod}"], check=True,
@@ -835,6 +882,9 @@ def main(argv: list[str] | None = None) -> int:
         target = TARGETS[mod]
         found = mutants_of(mod, src, target.scope)
         pool_ = [m for m in found if any(k in m.key for k in args.only)] if args.only else found
+        if shard:
+            pool_ = pool_[shard[0] - 1::shard[1]]
+        pool_ = [m for m in pool_ if m.key not in done]
         chosen = sorted(rng.sample(pool_, args.sample), key=lambda m: (m.line, m.start)) \
             if args.sample and args.sample < len(pool_) else pool_
         if chosen or not args.only:
@@ -867,7 +917,16 @@ def main(argv: list[str] | None = None) -> int:
             every: list[str] = []
             for mod in plan:
                 every += [t for t in tests_of(mod) if t not in every]
-            selection = select_by_coverage(workers[0].tree, base / "coverage", list(plan), every, args.jobs)
+            if args.selection and args.selection.is_file():
+                selection = Selection.load(args.selection)
+                missing = [m for m in plan if m not in selection.lines]
+                if missing:
+                    raise SystemExit(f"mutate: error: {args.selection} has no lines of {', '.join(missing)}")
+                print(f"mutate: tests chosen from {args.selection}", flush=True)
+            else:
+                selection = select_by_coverage(workers[0].tree, base / "coverage", list(plan), every, args.jobs)
+                if args.selection:
+                    selection.save(args.selection)
         if not args.no_fork:
             warm = _third_party(workers[0].tree, sorted({t for mod in plan for t in tests_of(mod)}))
             for w in workers:
