@@ -112,7 +112,7 @@ TARGETS: dict[str, Target] = {
         ("tests/core/test_spool.py",),
         ("_alive", "Spool.put", "Spool._recover", "Spool.claim", "Spool.ack", "Spool.release")),
     "crawl/store/warc.py": Target(
-        ("tests/store/test_store.py", "tests/fetch/test_fetch_cli.py"),
+        ("tests/store/test_mutants_warc.py", "tests/store/test_store.py", "tests/fetch/test_fetch_cli.py"),
         ("_Framer", "WarcWriter._open", "WarcWriter._appended", "WarcWriter.sync", "WarcWriter.discard",
          "WarcWriter.rotate", "WarcWriter.close")),
 }
@@ -127,6 +127,11 @@ EQUIVALENT: dict[str, str] = {
         "the size above which robots.txt is parsed in a worker thread (32 or 33 KiB): where, not what",
     "crawl/store/warc.py::_Framer._start::number::3 -> (4)":
         "the zstd compression level: another level writes equally valid frames of the same records",
+    "crawl/store/warc.py::_Framer._start::number::3 -> (2)":
+        "the zstd compression level: another level writes equally valid frames of the same records",
+    "crawl/store/warc.py::_Framer._start::number::16 -> (15)":
+        "a gzip window of 2^14 bytes for 2^15 (wbits 30 for 31): equally valid gzip members of the same "
+        "records, a little larger",
     "crawl/store/warc.py::WarcWriter.sync::boolop::self._fh is not None and self._cdxj is not None -> "
     "(self._fh is not None or self._cdxj is not None)":
         "the file and its sidecar are opened and closed together: both are set or neither",

@@ -1,0 +1,41 @@
+"""What a mutation run found untested in the WARC writer: zstd frames carry a
+checksum, so a record damaged on disk is refused when read back, never returned
+as other bytes."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from crawl import store
+from crawl.core import CrawlError
+
+
+def _capture(url: str, body: bytes) -> store.Capture:
+    resp = store.http_block("HTTP/1.1 200 OK", [("Content-Type", "application/octet-stream"),
+                                                ("Content-Length", str(len(body)))])
+    buf = store.BodyBuffer(resp.headers_buff)
+    buf.write(body)
+    req = store.http_block("GET /p HTTP/1.1", [("Host", "example.test")])
+    return store.Capture(url, "response", time.time(), {"outcome": "ok"}, ip="127.0.0.1",
+                         response=resp, body=buf, request=req)
+
+
+def test_zstd_frames_carry_a_checksum_and_damage_is_refused(tmp_path: Path) -> None:
+    body = random.Random(7).randbytes(4000)  # incompressible: the frame holds it as raw bytes
+    w = store.WarcWriter(tmp_path, compression="zstd")
+    ptr = w.write(_capture("http://example.test/a", body))
+    w.close()
+    path = tmp_path / ptr["file"]
+    data = bytearray(path.read_bytes())
+    start, length = int(ptr["offset"]), int(ptr["length"])
+    assert zstandard.get_frame_parameters(bytes(data[start:start + length])).has_checksum
+    assert store.read_response(tmp_path, ptr).body == body
+    data[start + length - 500] ^= 0x55  # inside the body's bytes, before the checksum
+    path.write_bytes(bytes(data))
+    with pytest.raises(CrawlError, match="checksum"):  # not other bytes returned as the page
+        store.read_response(tmp_path, ptr)
