@@ -152,6 +152,21 @@ EQUIVALENT: dict[str, str] = {
     "crawl/frontier/politeness.py::effective_priority::number::0 -> (-1) #3":
         "q >= -1 for q >= 0: without a '?' (q = -1) the count of '&' from the last character is at most 1, "
         "2 parameters, which lower nothing",
+    "crawl/frontier/tx.py::Tx.__init__::drop::if carry is not None and carry.txn_id + 1 == self.txn_id -> pass":
+        "speed only: the carry is the previous transaction's host states, a cache; without it every "
+        "state is read from LMDB, the same answers",
+    "crawl/frontier/tx.py::Tx.__init__::drop::self.prev_hosts, self.prev_ips = (carry.hosts, carry.ips) -> pass":
+        "speed only, as above: the carry is never used",
+    "crawl/frontier/tx.py::Tx.__init__::number::1 -> (0)":
+        "speed only, as above: transaction ids grow, so txn_id + 0 never matches and the carry is never used",
+    "crawl/frontier/tx.py::Tx.__init__::drop::self.lease_id = 0 -> pass":
+        "its only reader (lease_host) runs after lease() or next() has set it from the lease counter",
+    "crawl/frontier/tx.py::_first::number::0 -> (1)":
+        "the known-state puts sorted by value instead of key: the same distinct keys written by one "
+        "putmulti; the order decides only between two states of one URL in one transaction, and none "
+        "was found that writes one twice (as far as checked: complete, expiry drops, slice imports)",
+    "crawl/frontier/tx.py::_first::number::0 -> (-1)":
+        "pair[-1] is pair[1]: as above",
     "crawl/frontier/tx.py::Tx.lease_host::drop::self._waiters = True -> pass":
         "the flag is read only by releases later in the same transaction, and no transaction "
         "releases a slot after it has leased (expiries are requeued before leasing)",
