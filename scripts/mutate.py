@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import io
 import json
 import os
@@ -692,6 +693,7 @@ class Selection:
     statements: dict[str, list[int]]
     files: dict[str, list[str]]  # test file -> its node ids, in file order
     seconds: float = 0.0
+    sources: dict[str, str] = field(default_factory=dict)  # module -> sha256 of the source measured
 
     def passing(self, nodeid: str) -> bool:
         return self.tests.get(nodeid, {}).get("outcome") == "passed"
@@ -724,13 +726,13 @@ class Selection:
         lines = {m: {str(k): sorted(v, key=lambda n: n or "") for k, v in per.items()}
                  for m, per in self.lines.items()}
         path.write_text(json.dumps({"tests": self.tests, "lines": lines, "statements": self.statements,
-                                    "files": self.files, "seconds": self.seconds}))
+                                    "files": self.files, "seconds": self.seconds, "sources": self.sources}))
 
     @classmethod
     def load(cls, path: Path) -> Selection:
         d = json.loads(path.read_text())
         lines = {m: {int(k): set(v) for k, v in per.items()} for m, per in d["lines"].items()}
-        return cls(d["tests"], lines, d["statements"], d["files"], d["seconds"])
+        return cls(d["tests"], lines, d["statements"], d["files"], d["seconds"], d.get("sources", {}))
 
 
 def select_by_coverage(tree: Path, work: Path, modules: list[str], tests: list[str], jobs: int) -> Selection:
@@ -809,7 +811,8 @@ def read_coverage(tree: Path, work: Path, modules: list[str], took: float = 0.0,
                         who.add(None)
             per[lineno] = who
         lines[mod] = per
-    return Selection(results, lines, statements, files, took)
+    sources = {mod: hashlib.sha256((tree / mod).read_bytes()).hexdigest() for mod in modules}
+    return Selection(results, lines, statements, files, took, sources)
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -896,10 +899,12 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"mutate: error: no file {str(f)!r} to --skip")
         done |= {json.loads(line)["key"] for line in f.read_text().splitlines() if line.strip()}
     plan: dict[str, tuple[int, list[Mutant]]] = {}
+    sources: dict[str, bytes] = {}
     for mod in modules:
         src = (subprocess.run(["git", "-C", str(ROOT), "show", f"{args.rev}:{mod}"], check=True,
                               capture_output=True, text=True).stdout if args.rev else (ROOT / mod).read_text())
         target = TARGETS[mod]
+        sources[mod] = src.encode()
         found = mutants_of(mod, src, target.scope)
         pool_ = [m for m in found if any(k in m.key for k in args.only)] if args.only else found
         if shard:
@@ -942,6 +947,10 @@ def main(argv: list[str] | None = None) -> int:
                 missing = [m for m in plan if m not in selection.lines]
                 if missing:
                     raise SystemExit(f"mutate: error: {args.selection} has no lines of {', '.join(missing)}")
+                stale = [m for m in plan if selection.sources.get(m) != hashlib.sha256(sources[m]).hexdigest()]
+                if stale:
+                    raise SystemExit(f"mutate: error: {args.selection} was measured on other sources of "
+                                     f"{', '.join(stale)}; give another FILE (or the --rev it was made at)")
                 print(f"mutate: tests chosen from {args.selection}", flush=True)
             else:
                 selection = select_by_coverage(workers[0].tree, base / "coverage", list(plan), every, args.jobs)
