@@ -16,12 +16,17 @@ Measured per run, from outside the crawler:
   parse children and bridges), of the bridges alone (sampled from /proc every
   0.2 s, the last sample kept) and of the three nats-servers (before/after);
 - routed links: the bridges' published record counts (bridge-status.json).
+Before the node runs, the engine alone: two bridges, BENCH_ROUTE_RATES links a
+second (200 and 400) fed into one's outbox for the other's shards for
+BENCH_ROUTE_SECONDS (20): CPU per routed link above idle and records per message.
 The engine's CPU = bridges + servers. Printed: pages/s and the ratio to one
 node, crawl CPU ms per page, engine CPU ms per page and its share of all CPU
 per page, engine µs per routed link. The goals (issue 20): engine <= 10 % of
 the CPU per page; with politeness the bound, 3 nodes >= 2.5x one node. On a
-2-core box three nodes share two cores: the last lines say whether the cores
-were the bound (CPU seconds per second near 2) and what N machines give.
+2-core box three nodes share two cores with whatever else runs there: the last
+lines give, per run, the CPU-seconds per second used against those available
+(the cores less what other jobs used meanwhile, from /proc/stat), whether the
+cores were the bound, and a paper calculation of what N machines give.
 """
 
 from __future__ import annotations
@@ -55,11 +60,20 @@ CROSS = os.environ.get("BENCH_CROSS", "0.3")
 NODES = [int(x) for x in os.environ.get("BENCH_NODES", "1,2,3").split(",")]
 CRAWL = [sys.executable, "-m", "crawl"]
 CORES = os.cpu_count() or 1
+ROUTE_RATES = [float(x) for x in os.environ.get("BENCH_ROUTE_RATES", "200,400").split(",") if x]
+ROUTE_SECONDS = float(os.environ.get("BENCH_ROUTE_SECONDS", "20"))
 
 
 def children_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
+
+
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has spent busy (every process, every core: /proc/stat)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def proc_cpu(pid: int) -> float:
@@ -136,15 +150,16 @@ def run_plain() -> dict[str, Any]:
     web = Web("web-plain")
     d = OUT / "plain"
     shutil.rmtree(d, ignore_errors=True)
-    cpu0, t0, t0_ns = children_cpu(), time.monotonic(), time.monotonic_ns()
+    cpu0, t0, t0_ns, m0 = children_cpu(), time.monotonic(), time.monotonic_ns(), machine_cpu()
     p = subprocess.run(common(d, web), capture_output=True, text=True, cwd=ROOT)
-    wall, cpu = time.monotonic() - t0, children_cpu() - cpu0
+    wall, cpu, machine = time.monotonic() - t0, children_cpu() - cpu0, machine_cpu() - m0
     if p.returncode != 0:
         sys.stderr.write(p.stderr[-3000:])
         raise SystemExit("crawl run failed")
     pages, rate = web.pages(t0_ns)
     web.stop()
-    return {"nodes": "plain", "pages": pages, "rate": rate, "wall": wall, "cpu": cpu, "engine": 0.0, "routed": 0}
+    return {"nodes": "plain", "pages": pages, "rate": rate, "wall": wall, "cpu": cpu, "engine": 0.0, "routed": 0,
+            "messages": 0, "machine": machine}
 
 
 def run_cluster(cluster: DevCluster, n: int) -> dict[str, Any]:
@@ -156,7 +171,7 @@ def run_cluster(cluster: DevCluster, n: int) -> dict[str, Any]:
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
     srv0 = sum(proc_cpu(s.pid) for s in cluster.servers)
-    cpu0, t0, t0_ns = children_cpu(), time.monotonic(), time.monotonic_ns()
+    cpu0, t0, t0_ns, m0 = children_cpu(), time.monotonic(), time.monotonic_ns(), machine_cpu()
     sampler = BridgeCPU(dirs)
     sampler.start()
     procs = [subprocess.Popen([*common(d, web), "--cluster", cluster.servers_arg, "--crawl", name,
@@ -165,15 +180,17 @@ def run_cluster(cluster: DevCluster, n: int) -> dict[str, Any]:
              for i, d in enumerate(dirs) if d.parent.mkdir(parents=True, exist_ok=True) or True]
     for p in procs:
         p.wait(SECONDS + 120)
-    wall, cpu = time.monotonic() - t0, children_cpu() - cpu0
+    wall, cpu, machine = time.monotonic() - t0, children_cpu() - cpu0, machine_cpu() - m0
     bridges = sampler.total()
     servers = sum(proc_cpu(s.pid) for s in cluster.servers) - srv0
-    routed = 0
+    routed = messages = 0
     for d in dirs:
         try:
-            routed += json.loads((d / "cluster" / "bridge-status.json").read_bytes())["published"]
-        except (OSError, ValueError, KeyError):
-            pass
+            st = json.loads((d / "cluster" / "bridge-status.json").read_bytes())
+        except (OSError, ValueError):
+            continue
+        routed += int(st.get("published") or 0)
+        messages += int(st.get("messages") or 0)
     bad = [i for i, p in enumerate(procs) if p.returncode != 0]
     if bad:
         for i in bad:
@@ -182,7 +199,100 @@ def run_cluster(cluster: DevCluster, n: int) -> dict[str, Any]:
     pages, rate = web.pages(t0_ns)
     web.stop()
     return {"nodes": n, "pages": pages, "rate": rate, "wall": wall, "cpu": cpu + servers, "engine": bridges + servers,
-            "routed": routed, "bridges": bridges, "servers": servers}
+            "routed": routed, "messages": messages, "bridges": bridges, "servers": servers, "machine": machine}
+
+
+def run_routing(cluster: DevCluster, rate: float, seconds: float) -> dict[str, Any]:
+    """The engine alone: two bridges (no crawl), ``rate`` links a second for b's shards
+    put into a's outbox in twentieth-second slices (as a crawl's parse side does), until
+    b's inbox holds them all. Engine CPU (both bridges and the servers) above what the
+    same processes spent idle just before, per link; records per message from a's status."""
+    import zlib
+
+    from crawl.core import Spool
+
+    name = f"route_{os.getpid()}"
+    subprocess.run([*CRAWL, "cluster", "init", "--servers", cluster.servers_arg, "--crawl", name, "--nodes", "2"],
+                   check=True, capture_output=True, cwd=ROOT)
+    root = OUT / "route"
+    shutil.rmtree(root, ignore_errors=True)
+    procs = {}
+    for n in ("a", "b"):
+        (root / n).mkdir(parents=True)
+        procs[n] = subprocess.Popen([*CRAWL, "cluster", "bridge", "--servers", cluster.servers_arg, "--crawl", name,
+                                     "--node", n, str(root / n)], stderr=open(root / f"{n}.err", "w"),  # noqa: SIM115
+                                    cwd=ROOT)
+
+    def owned(n: str) -> list[int] | None:
+        try:
+            m = json.loads((root / n / "cluster" / "map.json").read_bytes())
+        except (OSError, ValueError):
+            return None
+        return None if m.get("draining") else m.get("owned")
+
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            oa, ob = owned("a"), owned("b")
+            if oa and ob and len(oa) + len(ob) == 1024:
+                break
+            time.sleep(0.5)
+        else:
+            raise SystemExit("routing run: the two bridges did not share the map in 120 s")
+        mine_b = set(owned("b") or ())
+        pids = [s.pid for s in cluster.servers] + [p.pid for p in procs.values()]
+        time.sleep(5)
+        c0, t0 = sum(map(proc_cpu, pids)), time.monotonic()
+        time.sleep(10)
+        idle = (sum(map(proc_cpu, pids)) - c0) / (time.monotonic() - t0)
+        links: list[dict[str, Any]] = []
+        i = 0
+        while len(links) < int(rate * seconds):
+            v = zlib.crc32(f"r{i}.test".encode()) % 1024
+            if v in mine_b:
+                links.append({"kind": "link", "v": 1, "url": f"http://r{i}.test/p{i}", "vshard": v, "depth": 1})
+            i += 1
+        step = max(1, int(rate / 20))
+        c0, t0 = sum(map(proc_cpu, pids)), time.monotonic()
+        with Spool(root / "a" / "cluster" / "outbox") as out, Spool(root / "b" / "cluster" / "inbox") as inbox:
+            for k in range(0, len(links), step):
+                out.put(links[k:k + step])
+                time.sleep(0.05)
+            while sum(inbox.counts().values()) < len(links) and time.monotonic() - t0 < seconds + 120:
+                time.sleep(0.2)
+            arrived = sum(inbox.counts().values())
+        wall = time.monotonic() - t0
+        used = sum(map(proc_cpu, pids)) - c0 - idle * wall
+        st = json.loads((root / "a" / "cluster" / "bridge-status.json").read_bytes())
+    finally:
+        for p in procs.values():
+            p.terminate()
+            p.wait(30)
+    return {"links": len(links), "arrived": arrived, "rate": rate, "idle": idle, "per_link": used / max(1, arrived),
+            "messages": int(st.get("messages") or 0)}
+
+
+def paper(rows: list[dict[str, Any]], one: dict[str, Any]) -> None:
+    """What N machines give, from this run's per-page costs: each machine runs one crawl
+    node and its bridge on its own cores; the nats-servers run on 3 machines of their own
+    (or beside nodes: their CPU per page is added to the nodes' then). Bound by the web's
+    politeness (hosts / delay) and by the cores."""
+    if one["pages"] <= 0:
+        return
+    bridge_ms = 1000 * one.get("bridges", 0.0) / one["pages"]
+    server_ms = 1000 * one.get("servers", 0.0) / one["pages"]
+    crawl_ms = 1000 * (one["cpu"] - one["engine"]) / one["pages"]
+    polite = HOSTS / float(DELAY)
+    per_machine = CORES * 1000 / max(1e-9, crawl_ms + bridge_ms)
+    print(f"on paper (1-node costs of this run: crawl {crawl_ms:.2f} + bridge {bridge_ms:.2f} ms of CPU per page "
+          f"on the node's machine, servers {server_ms:.2f} ms per page on theirs; this web's politeness bound "
+          f"{HOSTS} hosts / {float(DELAY):g} s = {polite:.0f} pages/s):")
+    for n in (1, 2, 3, 5, 10):
+        cpu_bound = n * per_machine
+        got = min(cpu_bound, polite)
+        print(f"  {n:>2} machine(s) of {CORES} cores: up to {cpu_bound:,.0f} pages/s by CPU, "
+              f"{got:,.0f} pages/s with politeness ({'politeness' if polite <= cpu_bound else 'CPU'} the bound); "
+              f"servers need {got * server_ms / 1000:.2f} CPU-s/s in all")
 
 
 def main() -> None:
@@ -193,8 +303,20 @@ def main() -> None:
     rows = [run_plain()]
     shutil.rmtree(OUT / "servers", ignore_errors=True)  # a fresh cluster: no old streams
     with DevCluster(OUT / "servers", 3) as cluster:
+        time.sleep(5)
+        c0, t0 = sum(proc_cpu(x.pid) for x in cluster.servers), time.monotonic()
+        time.sleep(15)
+        base = (sum(proc_cpu(x.pid) for x in cluster.servers) - c0) / (time.monotonic() - t0)
+        routing = [run_routing(cluster, r, ROUTE_SECONDS) for r in ROUTE_RATES]
         for n in NODES:
             rows.append(run_cluster(cluster, n))
+    print(f"an idle 3-server cluster (no crawl, no bridge): {1000 * base:.1f} ms of CPU per second")
+    for r in routing:
+        per_msg = f"{r['links'] / r['messages']:.1f}" if r["messages"] else "?"
+        print(f"engine alone: {r['links']} links at {r['rate']:.0f}/s from one bridge to another: "
+              f"{1e6 * r['per_link']:.0f} us of CPU per link above idle (both bridges and the 3 servers; "
+              f"idle {1000 * r['idle']:.1f} ms/s), {per_msg} records per message, {r['arrived']} arrived "
+              "in the wait")
     one = next((r for r in rows if r["nodes"] == 1), rows[0])
     plain = rows[0]
     print(f"{'nodes':>6} {'pages':>7} {'pages/s*':>8} {'x1 node':>8} {'x plain':>8} {'CPU ms/page':>12} "
@@ -212,16 +334,24 @@ def main() -> None:
               f"{r['cpu'] / r['wall']:>8.2f}")
     print(f"* after a {WARMUP:.0f} s warm-up; CPU columns cover the whole run (start-up included)")
     for r in rows[1:]:
+        above = r["engine"] - base * r["wall"]
+        print(f"engine with {r['nodes']} node(s) above the idle cluster's {1000 * base:.1f} ms/s: "
+              f"{1000 * above / max(1, r['pages']):.2f} ms/page, "
+              f"{100 * above / max(1e-9, r['cpu'] - base * r['wall']):.1f} % of the CPU per page")
+    for r in rows[1:]:
         print(f"engine CPU with {r['nodes']} node(s): bridges {r['bridges']:.2f} s, nats-servers "
               f"{r['servers']:.2f} s, crawl runs (with parse children) {r['cpu'] - r['engine']:.2f} s")
-    last = rows[-1]
-    busy = last["cpu"] / last["wall"]
-    if busy > 0.8 * CORES:
-        per_node = one["rate"]
-        print(f"the {CORES} cores were the bound with {last['nodes']} nodes ({busy:.2f} CPU s/s): "
-              f"on N machines each node keeps its own cores, so N nodes give ~N x {per_node:.1f} "
-              f"pages/s less the engine's share ({100 * last['engine'] / max(1e-9, last['cpu']):.1f} % "
-              "of the CPU here, spread over the servers' machines)")
+    print("CPU-seconds per second: available = cores less what other jobs on the machine used "
+          "during the run (/proc/stat); used = this run's processes")
+    for r in rows:
+        used = r["cpu"] / r["wall"]
+        others = max(0.0, r["machine"] / r["wall"] - used)
+        avail = max(0.0, CORES - others)
+        bound = "the cores were the bound" if used >= 0.8 * avail else "the cores were not the bound"
+        per_msg = f"; {r['routed'] / r['messages']:.1f} records per message" if r.get("messages") else ""
+        print(f"  {r['nodes']!s:>5}: used {used:.2f} of {avail:.2f} available ({CORES} cores, other jobs "
+              f"{others:.2f}): {bound}{per_msg}")
+    paper(rows, one)
     print(f"load after: {Path('/proc/loadavg').read_text().split()[:3]}")
 
 

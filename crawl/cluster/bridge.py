@@ -496,6 +496,14 @@ class Bridge:
         asked and the outbox is empty (the run's last links leave with it)."""
         while True:
             try:
+                if not self.map.get("owner") and not self.stop.is_set():
+                    # No shard has an owner yet (a new crawl's first map waits for its
+                    # nodes): what the node routed meanwhile (its seeds, all of them, as
+                    # it has no map either) waits here to go one message per owner, not
+                    # one per vshard. Nothing can be crawled before the map anyway.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.stop.wait(), self.out_window)
+                    continue
                 batch = await asyncio.to_thread(self.outbox.claim, self.out_batch)
                 if batch:
                     await self._send_spool(self.outbox, "", batch)
@@ -666,6 +674,7 @@ class Bridge:
                      "heartbeat_ok": not self.fenced and self.last_beat > 0,
                      "redelivered": self.counts["redelivered"],
                      "republished": self.counts["republished"],
+                     "messages": self.counts["messages"],
                      "handed_over": self.counts["handed_over"],
                      "lag": self.lag, "queued_in_streams": self.queued,
                      "cluster_idle": self.cluster_idle,

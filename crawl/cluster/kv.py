@@ -240,9 +240,9 @@ async def _keys(js: Any, bucket: str) -> list[str]:
 class Cluster:
     """Handles on one crawl's streams and buckets (after ``crawl cluster init``)."""
 
-    def __init__(self, nc: Any, crawl: str) -> None:
+    def __init__(self, nc: Any, crawl: str, timeout: float = 10.0) -> None:
         self.nc = nc
-        self.js = nc.jetstream(timeout=10)
+        self.js = nc.jetstream(timeout=timeout)  # every API and KV call's, publishes too
         self.crawl = check_name("crawl", crawl)
         self.config: ClusterConfig | None = None
         self.kv_map: Any = None

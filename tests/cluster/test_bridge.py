@@ -29,6 +29,7 @@ from crawl.cluster.kv import Cluster, ClusterConfig, connect, stream_name, subje
 from crawl.core import Spool
 
 CRAWL = [sys.executable, "-m", "crawl"]
+SLOW = 60.0  # the test's own NATS calls: "did not hang", not speed (a loaded 2-core box)
 
 
 class Nodes:
@@ -112,7 +113,7 @@ def init(cluster: DevCluster, crawl: str, **cfg: Any) -> None:
     async def go() -> None:
         nc = await connect(cluster.servers_arg)
         try:
-            await Cluster(nc, crawl).init(ClusterConfig(crawl=crawl, **cfg))
+            await Cluster(nc, crawl, timeout=SLOW).init(ClusterConfig(crawl=crawl, **cfg))
         finally:
             await nc.close()
     asyncio.run(go())
@@ -166,7 +167,8 @@ def test_links_cross_nodes_and_land_once_in_their_owners_inbox(pair: Nodes) -> N
     ma, mb = pair.map("a"), pair.map("b")
     assert not set(ma["owned"]) & set(mb["owned"])
     recs = links(3000, 16)
-    before = pair.status("a").get("published", 0)
+    st0 = pair.status("a")
+    before, msgs_before = st0.get("published", 0), st0.get("messages", 0)
     with Spool(a / "cluster" / "outbox") as sp:
         sp.put(recs)
     want_b = sorted(r["url"] for r in recs if r["vshard"] in mb["owned"])
@@ -181,6 +183,8 @@ def test_links_cross_nodes_and_land_once_in_their_owners_inbox(pair: Nodes) -> N
     st = wait_for(lambda: (s := pair.status("a")).get("published") == before + 3000 and s,
                   what="status")
     assert st["heartbeat_ok"] and not st["fenced"] and st["epoch"] == ma["epoch"]
+    # one claim (the put was one transaction), one message per owner node: not one per vshard
+    assert st["messages"] - msgs_before == 2
     assert wait_for(lambda: pair.status("b").get("consumed") == len(want_b), what="b consumed")
     with Spool(b / "cluster" / "inbox") as sp:  # the node side's part: admit and ack
         for batch in sp.drain():
@@ -211,7 +215,7 @@ def test_leader_sigkilled_mid_stream_loses_nothing(nodes: Nodes, cluster3: DevCl
     async def leader() -> str:
         nc = await connect(cluster3.servers_arg)
         try:
-            return (await nc.jetstream().stream_info(stream_name(crawl_name, 0))).cluster.leader
+            return (await nc.jetstream(timeout=SLOW).stream_info(stream_name(crawl_name, 0))).cluster.leader
         finally:
             await nc.close()
 
@@ -238,7 +242,7 @@ def test_poison_message_is_set_aside_and_counted(pair: Nodes) -> None:
     async def publish() -> None:
         nc = await connect(pair.servers)
         try:
-            js = nc.jetstream()
+            js = nc.jetstream(timeout=SLOW)
             await js.publish(subject("pair", v1), b"{not json\n")
             await js.publish(subject("pair", v2), b'{"kind":"link","url":"http://x.test/"}')
         finally:
@@ -293,7 +297,7 @@ def test_drain_hands_shards_over_through_the_handoff_spool(nodes: Nodes, cluster
         try:
             out: set[str] = set()
             for k in range(3):
-                for c in await nc.jetstream().consumers_info(stream_name(crawl_name, k)):
+                for c in await nc.jetstream(timeout=SLOW).consumers_info(stream_name(crawl_name, k)):
                     if c.name.startswith("a_"):
                         out |= set(c.config.filter_subjects or [])
             return out
