@@ -127,10 +127,11 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
     timings = get("timings")
     rt = _number(timings.get("total")) if type(timings) is dict else None
     crawl_delay = _number(get("crawl_delay"))
-    if crawl_delay is not None:
-        h.crawl_delay = crawl_delay
-    if rt is not None:
-        h.last_response = rt
+    if not released:  # (a released lease's were kept at its release; a later answer's may be newer)
+        if crawl_delay is not None:
+            h.crawl_delay = crawl_delay
+        if rt is not None:
+            h.last_response = rt
     old_ip = h.ip
     new_ip = get("ip")
     ra = get("retry_after")
