@@ -41,6 +41,11 @@ address states this process's previous one committed, if no other writer
 committed in between (``tx.Carry``, at most 4,096 hosts): a
 completion does not read back and decode the hosts its lease batch wrote.
 
+A lease ends twice when ``crawl run`` fetches: ``handoff`` frees its host at
+the end of the answer (and may lease the host's next URL in the same
+commit), ``complete`` records the URL once the result is durable
+(crawl/frontier/handoff.py); a lease its host no longer names was handed off.
+
 Every public method runs in ONE write transaction and commits (fsynced)
 before it returns, so a caller writes its output only after the state it
 reports is durable (invariant 1). LMDB serialises writers across processes,
