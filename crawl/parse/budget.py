@@ -23,7 +23,11 @@ machine and its load, while a page parsed again (after a crash, or as the
 stored copy of a 304) should give the same links. So the bounds here are
 counts over the page's bytes, each cheap: :meth:`bytes.count` and compiled
 regex scans for every page, a Python loop over the tags only for pages with
-thousands of them. Hitting one cuts the page at the start of the tag where
+thousands of them. Where crawl/text/_compiled.c was built, the attribute
+search and counts and the stack model (with its tokens) run there in single
+passes (``many_attributes``, ``count_attributes``, ``stack_cut``): the regex
+and Python versions here stay the definition, the fallback, and what
+tests/parse/test_parse_fast.py holds the C to. Hitting one cuts the page at the start of the tag where
 it was hit: libxml2 reads up to there, the links before the cut are kept,
 and the page event says which bound stopped the parse and where
 (:class:`Limit`).
