@@ -71,7 +71,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-FRONTIER_TESTS = ("tests/frontier/test_mutants_politeness.py", "tests/frontier/test_frontier_expiry.py", "tests/frontier/test_retry_after.py",
+FRONTIER_TESTS = ("tests/frontier/test_mutants_politeness.py", "tests/frontier/test_mutants_tx.py", "tests/frontier/test_frontier_expiry.py", "tests/frontier/test_retry_after.py",
                   "tests/frontier/test_ip_wait.py", "tests/frontier/test_frontier.py",
                   "tests/frontier/test_frontier_property.py",
                   "tests/frontier/test_frontier_cli.py", "tests/frontier/test_frontier_kill.py")
@@ -168,6 +168,14 @@ EQUIVALENT: dict[str, str] = {
         "was found that writes one twice (as far as checked: complete, expiry drops, slice imports)",
     "crawl/frontier/tx.py::_first::number::0 -> (-1)":
         "pair[-1] is pair[1]: as above",
+    "crawl/frontier/tx.py::Tx.host_id::drop::if hid is not None -> pass":
+        "speed only: past the process's cache of ids, the same committed id is read from LMDB",
+    "crawl/frontier/tx.py::Tx.host_id::drop::if hid is not None -> pass #2":
+        "speed only: an id this transaction created is read back from its own uncommitted write",
+    "crawl/frontier/tx.py::Tx.host_id::drop::hid = self.hids.get(name) -> pass":
+        "speed only, as above (hid is still None from the cache miss)",
+    "crawl/frontier/tx.py::Tx.robots_waiting::number::0 -> (-1)":
+        "speed only: every host's robots wait is looked up even when none waits; none is found",
     "crawl/frontier/tx.py::Tx.lease_host::drop::self._waiters = True -> pass":
         "the flag is read only by releases later in the same transaction, and no transaction "
         "releases a slot after it has leased (expiries are requeued before leasing)",

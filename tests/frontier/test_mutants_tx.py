@@ -1,0 +1,62 @@
+"""What a mutation run found untested in the frontier's transactions: two
+processes on one frontier (real LMDB, the second a real child process).
+
+A process's next transaction reuses the host states its last one committed
+only if no other process committed in between (tx.Carry); a transaction that
+wrote nothing must not vouch for that, or this process would act on states
+another one has since changed. And a host that another process created is
+found by its committed id, not created twice.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from crawl.frontier import Frontier, Politeness
+
+T0 = 1_000_000.0
+
+
+def _other_process(path: Path, code: str) -> object:
+    """Run ``code`` (which sets ``out``) on ``fr``, the frontier at ``path``, in a child process."""
+    script = ("import json, sys\nfrom crawl.frontier import Frontier, Politeness\n"
+              f"with Frontier({str(path)!r}, Politeness(default_delay=1.0)) as fr:\n"
+              + "".join(f"    {line}\n" for line in code.splitlines())
+              + "print(json.dumps(out))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_transaction_that_wrote_nothing_does_not_vouch_for_its_host_states(tmp_path: Path) -> None:
+    path = tmp_path / "frontier"
+    with Frontier(path, Politeness(default_delay=1.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in (1, 2)], T0)
+        [lease] = fr.next(1, 600, T0)
+        assert fr.next(0, 600, T0 + 1) == []  # a transaction that writes nothing
+        # another process completes the lease: the host is free again from T0 + 3
+        events = _other_process(path, f"out = fr.complete([{{'kind': 'fetch', 'v': 1, 'url': {lease['url']!r}, "
+                                      f"'lease': {lease['lease']!r}, 'outcome': 'ok', 'status': 200, "
+                                      f"'ended_at': {T0 + 2}}}], {T0 + 2})")
+        assert [e.get("disposition") for e in events] == ["done"], events  # type: ignore[union-attr]
+        [nxt] = fr.next(1, 600, T0 + 10)  # this process sees the host as the other one left it
+        assert nxt["url"] == "http://a.test/2"
+
+
+def test_a_host_created_by_another_process_is_found_by_its_id(tmp_path: Path) -> None:
+    path = tmp_path / "frontier"
+    with Frontier(path, Politeness(default_delay=1.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
+    # a new process: its cache of host ids is empty, a.test is only in LMDB
+    _other_process(path, f"fr.add([{{'kind': 'url', 'v': 1, 'url': 'http://a.test/2'}}], {T0})\nout = 0")
+    with Frontier(path, Politeness(default_delay=1.0)) as fr:
+        first = fr.next(5, 600, T0)
+        assert len(first) == 1  # one host, one lease at a time
+        fr.complete([{"kind": "fetch", "v": 1, "url": first[0]["url"], "lease": first[0]["lease"],
+                      "outcome": "ok", "status": 200, "ended_at": T0}], T0)
+        second = fr.next(5, 600, T0 + 5)
+        assert {first[0]["url"], second[0]["url"]} == {"http://a.test/1", "http://a.test/2"}
+        assert fr.next(5, 600, T0 + 10) == []
