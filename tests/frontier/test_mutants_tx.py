@@ -36,7 +36,7 @@ def test_a_transaction_that_wrote_nothing_does_not_vouch_for_its_host_states(tmp
     with Frontier(path, Politeness(default_delay=1.0)) as fr:
         fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in (1, 2)], T0)
         [lease] = fr.next(1, 600, T0)
-        assert fr.next(0, 600, T0 + 1) == []  # a transaction that writes nothing
+        assert fr.complete([], T0 + 1) == []  # a transaction that writes nothing
         # another process completes the lease: the host is free again from T0 + 3
         events = _other_process(path, f"out = fr.complete([{{'kind': 'fetch', 'v': 1, 'url': {lease['url']!r}, "
                                       f"'lease': {lease['lease']!r}, 'outcome': 'ok', 'status': 200, "
