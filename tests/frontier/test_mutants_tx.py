@@ -34,14 +34,13 @@ def _other_process(path: Path, code: str) -> object:
 def test_a_transaction_that_wrote_nothing_does_not_vouch_for_its_host_states(tmp_path: Path) -> None:
     path = tmp_path / "frontier"
     with Frontier(path, Politeness(default_delay=1.0)) as fr:
-        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in (1, 2)], T0)
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
         [lease] = fr.next(1, 600, T0)
+        fr.complete([{"kind": "fetch", "v": 1, "url": lease["url"], "lease": lease["lease"], "outcome": "ok",
+                      "status": 200, "ended_at": T0 + 1}], T0 + 1)  # a.test's queue is empty now
         assert fr.complete([], T0 + 1) == []  # a transaction that writes nothing
-        # another process completes the lease: the host is free again from T0 + 3
-        events = _other_process(path, f"out = fr.complete([{{'kind': 'fetch', 'v': 1, 'url': {lease['url']!r}, "
-                                      f"'lease': {lease['lease']!r}, 'outcome': 'ok', 'status': 200, "
-                                      f"'ended_at': {T0 + 2}}}], {T0 + 2})")
-        assert [e.get("disposition") for e in events] == ["done"], events  # type: ignore[union-attr]
+        # another process gives a.test a URL
+        _other_process(path, f"fr.add([{{'kind': 'url', 'v': 1, 'url': 'http://a.test/2'}}], {T0 + 2})\nout = 0")
         [nxt] = fr.next(1, 600, T0 + 10)  # this process sees the host as the other one left it
         assert nxt["url"] == "http://a.test/2"
 
