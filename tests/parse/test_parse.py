@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from cputime import cpu_seconds_at_most
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -413,13 +414,13 @@ def test_meta_refresh_targets(content: str, target: str | None) -> None:
     assert refresh_target(content) == target
 
 
-@pytest.mark.timeout(60)
 def test_hostile_attribute_and_header_values_stay_linear() -> None:
     # Both were once regexes that backtracked quadratically on white space.
-    body = f'<meta http-equiv="refresh" content="0; url=a{" " * 200_000}b"><a href="/x">x</a>'
-    assert urls(parse(body)) == ["http://a.test/dir/a", "http://a.test/x"]
-    headers = HTML + [("Link", "<" + " " * 200_000), ("Link", "<a>;" * 50_000)]
-    assert urls(parse('<a href="/x">x</a>', headers=headers)) == ["http://a.test/x"]
+    with cpu_seconds_at_most(10.0):
+        body = f'<meta http-equiv="refresh" content="0; url=a{" " * 200_000}b"><a href="/x">x</a>'
+        assert urls(parse(body)) == ["http://a.test/dir/a", "http://a.test/x"]
+        headers = HTML + [("Link", "<" + " " * 200_000), ("Link", "<a>;" * 50_000)]
+        assert urls(parse('<a href="/x">x</a>', headers=headers)) == ["http://a.test/x"]
 
 
 def test_deep_tag_soup_keeps_its_links_and_says_where_it_gave_up() -> None:

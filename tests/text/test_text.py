@@ -13,6 +13,7 @@ import codecs
 from urllib.parse import urljoin
 
 import pytest
+from cputime import cpu_seconds_at_most
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lxml import etree
@@ -204,38 +205,38 @@ def test_a_canonical_link_is_looked_for_among_the_first_link_tags_only() -> None
     assert canonical_link(page(200_000), "http://h.test/") is None
 
 
-@pytest.mark.timeout(60)
 def test_hostile_boilerplate_nesting_is_read_in_bounded_passes() -> None:
     # Each unclosed <nav> once re-read the rest of the page: 100,000 of them
     # (1.2 MB) took about 20 minutes. Now the page is read a bounded number
     # of times, on both the Python and the compiled path.
-    mismatched = b"<body>" + b"<nav>x</div>y" * 100_000  # each nav ends at the </div> (an element opened before it)
-    unclosed = b"<body>" + b"<nav><p>y" * 100_000 + b"</p>"
-    forms = b"<body>" + b"<form><b>z" * 100_000 + b"</form>w"
-    for on in (True, False):
-        compiled.use(on)
-        try:
-            assert analyse(mismatched, folded=True).raw.split() == [b"y"] * 100_000
-            assert analyse(unclosed).raw.split() == []
-            assert analyse(forms, folded=True).raw.split() == [b"w"]
-        finally:
-            compiled.use(True)
+    with cpu_seconds_at_most(20.0):
+        mismatched = b"<body>" + b"<nav>x</div>y" * 100_000  # each nav ends at the </div> (an element opened before it)
+        unclosed = b"<body>" + b"<nav><p>y" * 100_000 + b"</p>"
+        forms = b"<body>" + b"<form><b>z" * 100_000 + b"</form>w"
+        for on in (True, False):
+            compiled.use(on)
+            try:
+                assert analyse(mismatched, folded=True).raw.split() == [b"y"] * 100_000
+                assert analyse(unclosed).raw.split() == []
+                assert analyse(forms, folded=True).raw.split() == [b"w"]
+            finally:
+                compiled.use(True)
 
 
-@pytest.mark.timeout(60)
 def test_a_head_of_many_link_tags_is_read_once() -> None:
     # The canonical search looked back to the page's start at every <link>, and read
     # each to the page's next '>': 20,000 took 8 s, 60,000 over a minute.
     # Since then only the first MAX_HEAD_LINKS are looked at (see the test above).
-    links = b"<html><head>" + b"<link rel=stylesheet href=/s.css>" * 60_000
-    assert canonical_link(links + b"<link rel=canonical href=/c></head>") is None
-    links = b"<html><head>" + b"<link rel=stylesheet href=/s.css>" * (MAX_HEAD_LINKS - 1)
-    assert canonical_link(links + b"<link rel=canonical href=/c></head>") == "/c"
-    unended = b"<html><head><!--" + b"<link" * 60_000 + b"--><link rel=canonical href=/c>"
-    assert canonical_link(unended) == "/c"
-    assert canonical_link(b"<head><link rel=a " + b"<link " * 60_000 + b"canonical") is None
-    # a comment that ends inside what looks like a link tag's quoted value
-    assert canonical_link(b'<head><!-- <link title="--> <link rel=canonical href=/c>">') == "/c"
+    with cpu_seconds_at_most(10.0):
+        links = b"<html><head>" + b"<link rel=stylesheet href=/s.css>" * 60_000
+        assert canonical_link(links + b"<link rel=canonical href=/c></head>") is None
+        links = b"<html><head>" + b"<link rel=stylesheet href=/s.css>" * (MAX_HEAD_LINKS - 1)
+        assert canonical_link(links + b"<link rel=canonical href=/c></head>") == "/c"
+        unended = b"<html><head><!--" + b"<link" * 60_000 + b"--><link rel=canonical href=/c>"
+        assert canonical_link(unended) == "/c"
+        assert canonical_link(b"<head><link rel=a " + b"<link " * 60_000 + b"canonical") is None
+        # a comment that ends inside what looks like a link tag's quoted value
+        assert canonical_link(b'<head><!-- <link title="--> <link rel=canonical href=/c>">') == "/c"
 
 
 def test_a_reference_too_long_for_int_is_read_not_raised() -> None:
