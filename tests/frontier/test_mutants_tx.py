@@ -59,3 +59,20 @@ def test_a_host_created_by_another_process_is_found_by_its_id(tmp_path: Path) ->
         second = fr.next(5, 600, T0 + 5)
         assert {first[0]["url"], second[0]["url"]} == {"http://a.test/1", "http://a.test/2"}
         assert fr.next(5, 600, T0 + 10) == []
+
+
+def _entries(fr: Frontier, name: str) -> int:
+    with fr.env.begin() as txn:
+        return int(txn.stat(fr.db[name])["entries"])
+
+
+def test_a_completed_lease_leaves_no_deadline_behind(tmp_path: Path) -> None:
+    # the deadline index must not grow with every lease ever taken (a crawl of months)
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/{j}"} for i in range(3) for j in range(2)], T0)
+        for r in range(2):
+            leases = fr.next(10, 600, T0 + 10 * r)
+            assert len(leases) == 3 and _entries(fr, "deadlines") == 3
+            fr.complete([{"kind": "fetch", "v": 1, "url": x["url"], "lease": x["lease"], "outcome": "ok",
+                          "status": 200} for x in leases], T0 + 10 * r + 1)
+            assert _entries(fr, "deadlines") == 0 and _entries(fr, "leases") == 0
