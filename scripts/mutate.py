@@ -164,6 +164,9 @@ EQUIVALENT: dict[str, str] = {
         "speed only, as above: transaction ids grow, so txn_id + 0 never matches and the carry is never used",
     "crawl/frontier/tx.py::Tx.__init__::drop::self.lease_id = 0 -> pass":
         "its only reader (lease_host) runs after lease() or next() has set it from the lease counter",
+    "crawl/frontier/tx.py::Tx.flush_known::drop::puts.sort(key=_first) -> pass":
+        "speed only: unsorted, the puts go in the order they were made, so of two states of one URL the "
+        "later still wins",
     "crawl/frontier/tx.py::_first::number::0 -> (1)":
         "the known-state puts sorted by value instead of key: the same distinct keys written by one "
         "putmulti; the order decides only between two states of one URL in one transaction, and none "
