@@ -4,12 +4,15 @@
 lifeline so it dies with the run) keeps nats-py out of the trio crawl
 process. It moves records, never decides what to crawl:
 
-* **out**: claim a batch from ``D/cluster/outbox``, group it by destination
-  vshard, publish one message per (batch, vshard) to
-  ``crawl.<crawl>.links.<v>`` with ``Nats-Msg-Id = node:batch:vshard`` (a
+* **out**: every ``OUT_WINDOW`` (at once when a claim comes back full)
+  claim a batch from ``D/cluster/outbox``, group it by destination (plain
+  links and seeds: one group per owner node, on the subject of its lowest
+  vshard in the batch; slices, sweeps and shards being moved: one per
+  vshard, see :meth:`Bridge._group`), publish one message per group to
+  ``crawl.<crawl>.links.<v>`` with ``Nats-Msg-Id = node:batch:group:part`` (a
   republish after a lost PubAck is dropped by the stream's duplicate
   window), wait for every PubAck, then ack the batch. ``ip`` records go to
-  the KV IP registry instead.
+  the KV IP registry instead. Nothing leaves before the map has owners.
 * **in**: one durable pull consumer per stream, filtered to the vshards
   this node owns and is not handing over; fetch up to 512 messages, write
   their lines into ``D/cluster/inbox`` in one fsynced transaction, then

@@ -202,8 +202,9 @@ def bridge_cmd(crawl_dir: Path, servers: str, crawl_name: str, node: str,
                lifeline_fd: int | None) -> None:
     """Move a node's records between its spools and JetStream (started by crawl run --cluster).
 
-    Outbox (DIR/cluster/outbox) -> one message per batch and vshard,
-    deduplicated by Nats-Msg-Id; the node's shards -> DIR/cluster/inbox,
+    Outbox (DIR/cluster/outbox), every 0.5 s -> one message per owner node
+    (per vshard for slices and shards being handed over), deduplicated by
+    Nats-Msg-Id; the node's shards -> DIR/cluster/inbox,
     acknowledged after an fsynced write; DIR/cluster/map.json follows the
     shard map (fenced when heartbeats fail); DIR/cluster/bridge-status.json
     every 2 s. Runs until SIGTERM or Ctrl-C.
