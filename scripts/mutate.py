@@ -211,6 +211,11 @@ EQUIVALENT: dict[str, str] = {
     "crawl/frontier/tx.py::Tx.find_tail::drop::if found -> pass":
         "space only: without the tail block found, a new block is started; the same URLs come out "
         "in the same order (blocks are ordered by sequence number)",
+    "crawl/frontier/tx.py::Tx.find_tail::number::255 -> (254)":
+        "priorities are 0..9 (effective_priority clamps them): prio < 254 and prio < 255 agree",
+    "crawl/frontier/tx.py::Tx.find_tail::compare::prio < 255 -> (prio >= 255)":
+        "space only: without the search the last key of the queue is checked, the host's tail only if it "
+        "is the last; otherwise a new block is started, the same URLs in the same order (as above)",
     "crawl/frontier/tx.py::Tx.append::compare::i < n -> (i >= n)":
         "space only, as above: the tail block is not topped up, new blocks follow it in order",
     "crawl/frontier/ipslots.py::IpSlots.release_ip::number::0 -> (-1)":

@@ -76,3 +76,20 @@ def test_a_completed_lease_leaves_no_deadline_behind(tmp_path: Path) -> None:
             fr.complete([{"kind": "fetch", "v": 1, "url": x["url"], "lease": x["lease"], "outcome": "ok",
                           "status": 200} for x in leases], T0 + 10 * r + 1)
             assert _entries(fr, "deadlines") == 0 and _entries(fr, "leases") == 0
+
+
+def test_a_rescheduled_host_keeps_one_schedule_entry(tmp_path: Path) -> None:
+    # a host moved on the schedule (a more urgent URL, a new due time) leaves no entry where it was
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/late", "priority": 5},
+                {"kind": "url", "v": 1, "url": "http://b.test/1"}], T0)
+        assert _entries(fr, "sched") == 2
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/urgent", "priority": 0}], T0)  # another transaction
+        assert _entries(fr, "sched") == 2
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/more", "priority": 0},
+                {"kind": "url", "v": 1, "url": "http://c.test/1", "priority": 3},
+                {"kind": "url", "v": 1, "url": "http://c.test/2", "priority": 0}], T0)  # moved twice in one
+        assert _entries(fr, "sched") == 3
+        got = {x["url"] for x in fr.next(10, 600, T0)}
+        assert got == {"http://a.test/urgent", "http://b.test/1", "http://c.test/2"}
+        assert _entries(fr, "sched") == 0 and fr.next(10, 600, T0) == []
