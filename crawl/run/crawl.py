@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import trio
 
 from crawl.canon import CanonError
 from crawl.core import (
@@ -50,9 +49,7 @@ from crawl.core import (
     replace_file,
 )
 from crawl.dedupe import Deduper
-from crawl.fetch import FetchConfig, StoreOptions
 from crawl.frontier import Frontier, Politeness, enqueue_due, wait_notice
-from crawl.net import AddressPolicy
 from crawl.parse import LinkGraph, ParseConfig
 from crawl.recrawl import Recrawler, split_budget
 from crawl.seen import SeenSet, canonical
@@ -66,6 +63,8 @@ from .stats import RUN_STATUS
 
 if TYPE_CHECKING:
     from crawl.cluster import Node
+    from crawl.fetch import FetchConfig, StoreOptions
+    from crawl.net import AddressPolicy
 
 FAILURES = frozenset({"timeout", "connect-error", "dns-error", "protocol-error", "http-error"})
 # Longest wait of the lease loop with nothing to lease: completions and new
@@ -93,17 +92,37 @@ class Budgets:
     idle_exit: float = 60.0  # end when nothing is due for this long (work stays queued)
 
 
+def _fetch_config() -> FetchConfig:
+    # the fetch side's options load the fetcher (trio, the network stack): only a
+    # process that fetches builds them, not a parse process (crawl/run/child.py)
+    from crawl.fetch import FetchConfig
+
+    return FetchConfig()
+
+
+def _address_policy() -> AddressPolicy:
+    from crawl.net import AddressPolicy
+
+    return AddressPolicy()
+
+
+def _store_options() -> StoreOptions:
+    from crawl.fetch import StoreOptions
+
+    return StoreOptions()
+
+
 @dataclass
 class RunOptions:
     budgets: Budgets = field(default_factory=Budgets)
     scope: Scope = field(default_factory=Scope)
     politeness: Politeness = field(default_factory=Politeness)
-    fetch: FetchConfig = field(default_factory=FetchConfig)
+    fetch: FetchConfig = field(default_factory=_fetch_config)
     parse: ParseConfig = field(default_factory=ParseConfig)
     overrides: dict[str, list[str]] = field(default_factory=dict)
     resolve_fallback: bool = True
-    address_policy: AddressPolicy = field(default_factory=AddressPolicy)
-    store: StoreOptions = field(default_factory=StoreOptions)
+    address_policy: AddressPolicy = field(default_factory=_address_policy)
+    store: StoreOptions = field(default_factory=_store_options)
     lease_seconds: float = 0.0  # 0: derived from the fetch timeouts
     batch: int = 256
     grace: float = 5.0  # seconds in-flight fetches get after Ctrl-C / SIGTERM
@@ -607,6 +626,8 @@ class Crawl:
         return len(claimed)
 
     async def processor(self) -> None:
+        import trio  # here: a parse process (crawl/run/child.py) never loads it
+
         while True:
             done = self.fetch_done  # read before claiming: no result can slip past
             n = await trio.to_thread.run_sync(self.process_one_batch)
@@ -620,6 +641,8 @@ class Crawl:
 
     async def wait_fed(self, seconds: float) -> None:
         """Until results reach the spool (write_results), at most ``seconds``."""
+        import trio
+
         if not self.fed.is_set():
             await trio.to_thread.run_sync(self.fed.wait, seconds, abandon_on_cancel=True)
         self.fed.clear()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -21,18 +22,17 @@ import trio
 
 from crawl.core import (
     Batch,
-    CrawlDir,
     CrawlError,
     ExitStatus,
     Lifeline,
     Record,
     Report,
-    hold_lifeline,
 )
 from crawl.fetch import fetch_all, open_fetcher
 
+from . import child
 from .cluster import cluster_tasks
-from .crawl import Crawl, RunOptions
+from .crawl import Crawl
 
 
 async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
@@ -110,63 +110,54 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
 # share the crawl directory: they claim batches from the same `fetched`
 # spool, so crash safety is unchanged (a dead child's claims return to the
 # spool) and `finished()` still sees their work through the spool counts.
+# Each child is crawl/run/child.py in a new interpreter, told its work on stdin.
 
 
-def _child_main(root: str, opts: RunOptions, line: Any, news: Any = None) -> None:
-    """Entry point of one parse process (spawned; ignores Ctrl-C: the parent decides).
+class _Child:
+    """A parse process (crawl/run/child.py) and the few ``multiprocessing.Process``
+    calls the loop makes of it."""
 
-    ``line`` is the child's end of its :class:`~crawl.core.Lifeline`: the
-    parent says ``done`` (finish what is queued), ``stop`` (leave the rest
-    in the spool) or ``more`` (results are in the spool) through it, and the
-    child exits when the parent is gone. ``news`` goes the other way: the
-    child says ``ready`` once its crawl directory is open (until then the
-    parent parses itself) and ``links`` when it put URLs in the frontier
-    (the parent's lease loop wakes instead of polling).
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    done, stop, more = threading.Event(), threading.Event(), threading.Event()
+    def __init__(self, name: str, popen: subprocess.Popen[bytes]) -> None:
+        self.name = name
+        self.popen = popen
+        self.pid: int | None = popen.pid
 
-    def heard(message: bytes) -> None:
-        if message != _MORE:
-            (stop if message == _STOP else done).set()
-        more.set()  # stop waiting: there is work, or an order
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()  # as multiprocessing's: -N for signal N
 
-    def say(message: bytes) -> None:
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def join(self, timeout: float | None = None) -> None:
         try:
-            if news is not None:
-                news.send_bytes(message)
-        except OSError:
-            pass  # the parent is gone: the lifeline ends this process
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
 
-    hold_lifeline(line, heard)
+    def kill(self) -> None:
+        self.popen.kill()
+
+
+def _start_child(i: int, line: Lifeline, writer: Any) -> _Child:
+    """Start parse process ``i`` with its two pipe ends (its work order follows on stdin).
+
+    Not multiprocessing's spawn: that imports this module in the child and
+    starts a resource tracker beside it (crawl/run/child.py says why)."""
+    fds = (line.reader.fileno(), writer.fileno())
+    popen = subprocess.Popen([sys.executable, *subprocess._args_from_interpreter_flags(), "-c", child.BOOT,
+                              *map(str, fds)], stdin=subprocess.PIPE, pass_fds=fds, close_fds=True)
+    return _Child(f"crawl-parse-{i}", popen)
+
+
+def _send_order(p: _Child, order: bytes) -> None:
+    """The work order on the child's stdin (a thread: a big scope waits for the child to read)."""
+    assert p.popen.stdin is not None
     try:
-        crawl = Crawl(CrawlDir(root), opts, child=True)  # under the parent's dir lock
-        crawl.on_links = lambda: say(_LINKS)
-        say(_READY)
-        try:
-            while not stop.is_set():
-                finishing = done.is_set()
-                if crawl.process_one_batch():
-                    continue
-                if finishing:
-                    return
-                if more.wait(0.05):
-                    # Woken by the first results: let a few more groups arrive, so one
-                    # batch (a handful of LMDB commits) serves several of them.
-                    time.sleep(_COALESCE)
-                more.clear()
-        finally:
-            crawl.close()
-    except CrawlError as exc:  # one line, as the parent's boundary writes its own (a full disk...)
-        sys.stderr.write(f"crawl: error: {exc}\n")
-        sys.stderr.flush()
-        sys.exit(ExitStatus.ERROR)
-
-
-_DONE, _STOP, _MORE = b"done", b"stop", b"more"  # parent -> child (lifeline)
-_READY, _LINKS = b"ready", b"links"  # child -> parent (news)
-_COALESCE = 0.02  # seconds a woken parse process gathers results before claiming them
+        p.popen.stdin.write(order)
+        p.popen.stdin.close()
+    except OSError:
+        pass  # it died at start: _watch_children says so
 
 
 def _listen(crawl: Crawl, news: list[Any], ready: threading.Event) -> None:
@@ -182,9 +173,9 @@ def _listen(crawl: Crawl, news: list[Any], ready: threading.Event) -> None:
                 except (EOFError, OSError):
                     open_.remove(conn)
                     continue
-                if message == _READY:
+                if message == child.READY:
                     ready.set()
-                elif message == _LINKS:
+                elif message == child.LINKS:
                     crawl.wake.set()
     except (OSError, ValueError):
         return  # closed under us at the end of the run
@@ -200,18 +191,12 @@ async def _parse_until_ready(crawl: Crawl, ready: threading.Event) -> None:
 
 
 async def _process_children(crawl: Crawl) -> None:
-    import multiprocessing
+    from multiprocessing import Pipe  # plain pipes: no resource tracker
 
-    # spawn: no fork of a threaded, LMDB-holding process. It starts
-    # multiprocessing's resource tracker; nothing here registers anything with
-    # it (no semaphores: the lifelines carry done/stop), and it exits once the
-    # children, which die with this process, are gone.
-    ctx = multiprocessing.get_context("spawn")
+    # A new process, not a fork of a threaded, LMDB-holding one (crawl/run/child.py).
     lines = [Lifeline() for _ in range(crawl.opts.parse_procs)]
-    news = [ctx.Pipe(duplex=False) for _ in lines]  # (parent's read end, child's write end)
-    procs = [ctx.Process(target=_child_main, args=(str(crawl.cdir.root), crawl.opts, line.reader, w),
-                         name=f"crawl-parse-{i}", daemon=True)
-             for i, (line, (_, w)) in enumerate(zip(lines, news, strict=True))]
+    news = [Pipe(duplex=False) for _ in lines]  # (parent's read end, child's write end)
+    procs: list[_Child] = []
     told: set[bytes] = set()
     ready = threading.Event()
     ear: threading.Thread | None = None
@@ -226,7 +211,7 @@ async def _process_children(crawl: Crawl) -> None:
         if now - said_more[0] >= 0.05:
             said_more[0] = now
             for line in lines:
-                line.send(_MORE)
+                line.send(child.MORE)
 
     def tell(message: bytes) -> None:
         if message not in told:
@@ -235,10 +220,13 @@ async def _process_children(crawl: Crawl) -> None:
                 line.send(message)
 
     try:
-        for p, line, (_, w) in zip(procs, lines, news, strict=True):
-            p.start()
+        order = child.work_order(str(crawl.cdir.root), crawl.opts)
+        for i, (line, (_, w)) in enumerate(zip(lines, news, strict=True)):
+            procs.append(_start_child(i, line, w))
             line.drop_reader()
             w.close()  # the child has its own: end of file once every child is gone
+        for p in procs:
+            await trio.to_thread.run_sync(_send_order, p, order)
         crawl.on_results = more
         ear = threading.Thread(target=_listen, args=(crawl, [r for r, _ in news], ready),
                                name="crawl-parse-news", daemon=True)
@@ -246,17 +234,15 @@ async def _process_children(crawl: Crawl) -> None:
         async with trio.open_nursery() as bridge:
             bridge.start_soon(_parse_until_ready, crawl, ready)
             await _watch_children(crawl, procs, tell)
-        tell(_DONE)
+        tell(child.DONE)
         if crawl.stopping.startswith("signal"):
-            tell(_STOP)
+            tell(child.STOP)
         for p in procs:
             await trio.to_thread.run_sync(p.join)
     finally:
         crawl.on_results = None
-        tell(_STOP)
+        tell(child.STOP)
         for p in procs:
-            if p.pid is None:
-                continue  # never started
             p.join(5)
             if p.is_alive():
                 p.kill()
@@ -273,7 +259,7 @@ async def _watch_children(crawl: Crawl, procs: list[Any], tell: Callable[[bytes]
     """Until fetching is done: pass a stop on, and end the crawl if a child died."""
     while not crawl.fetch_done:
         if crawl.stopping.startswith("signal"):
-            tell(_STOP)  # the rest waits in the spool for the next run
+            tell(child.STOP)  # the rest waits in the spool for the next run
         for p in procs:
             if not p.is_alive() and p.exitcode not in (0, None):
                 said = " on the error above" if p.exitcode == ExitStatus.ERROR else ""
