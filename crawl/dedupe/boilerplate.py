@@ -45,29 +45,86 @@ RELEARN_EVERY = 1024  # originals between the end of a round and the start of th
 _HEAD = struct.Struct("<BBII")
 _FORMAT = 1
 _KEY = np.dtype("V16")
-# Block keys kept in memory across batches (~100 bytes each: ~50 MB), beyond
+# Block keys kept in memory across batches (17 bytes each in a round's arrays: ~9 MB), beyond
 # which the least recently used hosts are evicted; a host costs _HOST_COST.
 _CACHE_ENTRIES, _HOST_COST = 1 << 19, 8
 _MARK = b"\xff" * 9  # the last batch's writer (9 bytes: never a host key, and last in key order)
 
 
 class HostBlocks:
-    """One host's learning state: its boilerplate set and, while learning, the round's counts."""
+    """One host's learning state: its boilerplate set and, while learning, the round's counts.
 
-    __slots__ = ("boiler", "counts", "hot", "learned", "since")
+    The round's counts are two numpy arrays, the block keys sorted (``S16``)
+    and a count byte each, not a dict of 16-byte ``bytes``: a learning host
+    holds up to ``round_pages`` x blocks per page of them (realistic pages
+    have hundreds of blocks: every item of a navigation list), and as Python
+    objects they cost ~100 bytes each, as arrays 17. With 2,000 hosts
+    learning, that dict was most of a parse process's memory (issue 19).
+    """
+
+    __slots__ = ("_counts", "_keys", "boiler", "hot", "learned", "since")
 
     def __init__(self) -> None:
         self.boiler: set[bytes] = set()  # block keys dropped as boilerplate
-        self.counts: dict[bytes, int] = {}  # block key -> pages of this round it was on
+        self._keys = _NO_KEYS  # block keys of this round, sorted
+        self._counts = _NO_COUNTS  # pages of this round each was on
         self.hot: set[bytes] = set()  # counts at or over the threshold: dropped already
         self.learned = 0  # pages counted in this round
         self.since = 0  # originals since the last round ended
 
+    @property
+    def counts(self) -> dict[bytes, int]:
+        """The round's counts as a dict (block key -> pages), for inspection and tests."""
+        raw = self._keys.tobytes()  # not tolist(): S16 drops trailing NUL bytes
+        return {raw[16 * i:16 * i + 16]: int(c) for i, c in enumerate(self._counts)}
+
+    @counts.setter
+    def counts(self, counts: dict[bytes, int]) -> None:
+        keys = np.frombuffer(b"".join(counts), dtype=_SKEY)
+        order = np.argsort(keys, kind="stable")
+        self._keys = keys[order]
+        self._counts = np.fromiter(counts.values(), dtype=np.uint8, count=len(counts))[order]
+
+    def __len__(self) -> int:
+        """Entries held (round counts and set), what the cache bound counts."""
+        return int(self._keys.size) + len(self.boiler)
+
+    def count_page(self, keys: list[bytes], threshold: int) -> None:
+        """One more page of this round with these block keys (repeats on the page count once)."""
+        page = list(dict.fromkeys(keys))
+        arr = np.frombuffer(b"".join(page), dtype=_SKEY)
+        have = self._keys
+        at = np.searchsorted(have, arr)
+        found = at < have.size
+        found[found] = have[at[found]] == arr[found]
+        counts = self._counts
+        if found.any():
+            hit = at[found]
+            counts = counts.copy() if counts is _NO_COUNTS else counts
+            counts[hit] += 1
+            pos = np.flatnonzero(found)
+            self.hot.update(page[i] for i in pos[counts[hit] == threshold].tolist())
+        new = ~found
+        if new.any():
+            fresh = np.sort(arr[new])
+            where = np.searchsorted(have, fresh)
+            self._keys = np.insert(have, where, fresh)
+            counts = np.insert(counts, where, np.uint8(1))
+            if threshold <= 1:  # (Boilerplate refuses it; kept exact all the same)
+                self.hot.update(k for k, n in zip(page, new.tolist(), strict=True) if n)
+        self._counts = counts
+
+    def end_round(self) -> None:
+        """What the round found repeated becomes the set; its counts are forgotten."""
+        self.boiler, self.hot, self.since = self.hot, set(), 0
+        self._keys, self._counts = _NO_KEYS, _NO_COUNTS
+
     def encode(self, round_pages: int) -> bytes:
-        keys = b"".join(self.counts) if self.learned < round_pages else b""
+        learning = self.learned < round_pages
         return b"".join((_HEAD.pack(_FORMAT, self.learned, self.since, len(self.boiler)),
-                         b"".join(self.boiler), keys,
-                         bytes(self.counts.values()) if keys else b""))
+                         b"".join(self.boiler),
+                         self._keys.tobytes() if learning else b"",
+                         self._counts.tobytes() if learning else b""))
 
     @classmethod
     def decode(cls, raw: bytes | memoryview, threshold: int) -> HostBlocks:
@@ -80,10 +137,21 @@ class HostBlocks:
         st.boiler = set(split_keys(raw[at:at + 16 * n]))
         at += 16 * n
         m = (len(raw) - at) // 17
-        keys = split_keys(raw[at:at + 16 * m])
-        st.counts = dict(zip(keys, raw[at + 16 * m:], strict=True))
-        st.hot = {k for k, c in st.counts.items() if c >= threshold}
+        if 16 * n + 17 * m != len(raw) - _HEAD.size:
+            raise ValueError("boilerplate state of the wrong length")
+        if m:
+            keys = np.frombuffer(raw, dtype=_SKEY, count=m, offset=at)
+            counts = np.frombuffer(raw, dtype=np.uint8, count=m, offset=at + 16 * m)
+            order = np.argsort(keys, kind="stable")  # values written before 2026-12 are in page order
+            st._keys, st._counts = keys[order], counts[order]
+            rawkeys = bytes(raw[at:at + 16 * m])
+            st.hot = {rawkeys[16 * i:16 * i + 16] for i in np.flatnonzero(counts >= threshold).tolist()}
         return st
+
+
+_SKEY = np.dtype("S16")  # compares as 16 raw bytes (memcmp); convert out with tobytes(), never tolist()
+_NO_KEYS = np.zeros(0, dtype=_SKEY)
+_NO_COUNTS = np.zeros(0, dtype=np.uint8)
 
 
 def split_keys(raw: bytes | memoryview) -> list[bytes]:
@@ -92,7 +160,7 @@ def split_keys(raw: bytes | memoryview) -> list[bytes]:
 
 
 def _cost(st: HostBlocks) -> int:
-    return len(st.counts) + len(st.boiler) + _HOST_COST
+    return len(st) + _HOST_COST
 
 
 class Boilerplate:
@@ -176,15 +244,10 @@ class Boilerplate:
                 st.learned, st.since = 0, 0
             return
         before = _cost(st)
-        counts, hot, threshold = st.counts, st.hot, self.threshold
-        for k in dict.fromkeys(keys):
-            c = counts.get(k, 0) + 1
-            counts[k] = c
-            if c == threshold:
-                hot.add(k)
+        st.count_page(keys, self.threshold)
         st.learned += 1
         if st.learned == self.round:  # the round ends: what it found repeated is the set
-            st.boiler, st.hot, st.counts, st.since = hot, set(), {}, 0
+            st.end_round()
         self._entries += _cost(st) - before
 
     def flush(self) -> None:

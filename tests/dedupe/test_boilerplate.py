@@ -237,3 +237,32 @@ def test_deduper_drops_the_old_per_block_table(tmp_path: Path) -> None:
     close_env(env)
     with Deduper(tmp_path / "d") as dd, pytest.raises(lmdb.NotFoundError):
         dd.env.open_db(b"blocks", create=False)
+
+
+def _dict_round(pages: list[list[bytes]], threshold: int) -> tuple[dict[bytes, int], set[bytes]]:
+    """The counting the arrays replaced (a dict of keys), as the definition."""
+    counts: dict[bytes, int] = {}
+    hot: set[bytes] = set()
+    for keys in pages:
+        for k in dict.fromkeys(keys):
+            counts[k] = counts.get(k, 0) + 1
+            if counts[k] == threshold:
+                hot.add(k)
+    return counts, hot
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([b"\x00" * 16, b"\x00" * 15 + b"\x01", b"\x01" + b"\x00" * 15,
+                                          b"\xff" * 16, b"a" * 15 + b"\x00", b"b" * 16, b"a" * 16]),
+                         max_size=12), max_size=20),
+       st.integers(2, 6))
+def test_array_counts_match_the_dict_counts(pages: list[list[bytes]], threshold: int) -> None:
+    """Keys with trailing NUL bytes (which numpy's S16 drops on tolist()) and repeats on a page
+    count exactly as the dict did, and survive the encoding."""
+    hb = HostBlocks()
+    for keys in pages:
+        hb.count_page(keys, threshold)
+    counts, hot = _dict_round(pages, threshold)
+    assert hb.counts == counts and hb.hot == hot and len(hb) == len(counts)
+    back = HostBlocks.decode(hb.encode(64), threshold)
+    assert back.counts == counts and back.hot == hot
