@@ -904,7 +904,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=0, help="run N random mutants per module (0: all)")
     ap.add_argument("--seed", type=int, default=0, help="random seed of --sample")
     ap.add_argument("--only", action="append", default=[], metavar="KEY",
-                    help="only the mutants whose key contains KEY (as printed under survivors); repeatable")
+                    help="only the mutant with this key (as printed under survivors), or else those whose key "
+                         "contains KEY; repeatable")
     ap.add_argument("--jobs", "-j", type=int, default=1, help="mutants run at once, each in its own copy")
     ap.add_argument("--timeout", type=float, default=0.0,
                     help="seconds per mutant (default: 3 x the unmutated time of its tests + 30)")
@@ -959,7 +960,9 @@ def main(argv: list[str] | None = None) -> int:
         target = TARGETS[mod]
         sources[mod] = src.encode()
         found = mutants_of(mod, src, target.scope)
-        pool_ = [m for m in found if any(k in m.key for k in args.only)] if args.only else found
+        keys = {m.key for m in found}  # a KEY that is a whole key selects that mutant alone
+        pool_ = [m for m in found if any(k == m.key if k in keys else k in m.key for k in args.only)] \
+            if args.only else found
         if shard:
             pool_ = pool_[shard[0] - 1::shard[1]]
         pool_ = [m for m in pool_ if m.key not in done]
