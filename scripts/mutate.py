@@ -124,6 +124,27 @@ EQUIVALENT: dict[str, str] = {
     "crawl/robots/fetch.py::_info_from::number::0 -> (-1) #2":
         "the default of a cache entry's failed-check count: every unreachable entry is written with "
         "its count, and the count of any other verdict is never reported or used",
+    "crawl/robots/fetch.py::_info_from::number::0 -> (1)":
+        "the default of a cache entry's status: every entry is written with its status (RobotsFetcher._get)",
+    "crawl/robots/fetch.py::_info_from::number::0 -> (-1)":
+        "as above",
+    "crawl/robots/fetch.py::_info_from::number::0.0 -> (1.0)":
+        "the default of fetched_at: every entry is written with it",
+    "crawl/robots/fetch.py::_info_from::number::0.0 -> (1.0) #2":
+        "the default of expires: every entry is written with it",
+    "crawl/robots/fetch.py::_info_from::number::0 -> (1) #2":
+        "the default of the failed-check count, as its -1 below",
+    "crawl/robots/fetch.py::_info_from::number::0.0 -> (1.0) #3":
+        "the default of unreachable_since: every unreachable entry is written with it, and no other "
+        "verdict reports or uses it",
+    "crawl/robots/fetch.py::RobotsCache.get::drop::raw = bytes(raw) -> pass":
+        "py-lmdb's get returns bytes (buffers are off): bytes(raw) is a copy of the same bytes",
+    "crawl/robots/fetch.py::_info_async::drop::if len(body) > 32 << 10 -> pass": "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
+    "crawl/robots/fetch.py::_info_async::compare::len(body) > 32 << 10 -> (len(body) <= 32 << 10)": "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
+    "crawl/robots/fetch.py::_info_async::number::32 -> (33)": "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
+    "crawl/robots/fetch.py::_info_async::number::32 -> (31)": "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
+    "crawl/robots/fetch.py::_info_async::number::10 -> (11)": "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
+    "crawl/robots/fetch.py::_info_async::number::10 -> (9)": "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
     "crawl/robots/fetch.py::RobotsFetcher.fetch::number::32 -> (33)":
         "the size above which robots.txt is parsed in a worker thread (32 or 33 KiB): where, not what",
     "crawl/store/warc.py::_Framer._start::number::3 -> (4)":
