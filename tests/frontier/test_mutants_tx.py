@@ -93,3 +93,16 @@ def test_a_rescheduled_host_keeps_one_schedule_entry(tmp_path: Path) -> None:
         got = {x["url"] for x in fr.next(10, 600, T0)}
         assert got == {"http://a.test/urgent", "http://b.test/1", "http://c.test/2"}
         assert _entries(fr, "sched") == 0 and fr.next(10, 600, T0) == []
+
+
+def test_adds_are_counted_and_a_bad_url_is_rejected_with_a_reason(tmp_path: Path) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0)) as fr:
+        assert fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in (1, 2)], T0)["added"] == 2
+        rejects: list[dict] = []
+        counts = fr.add([{"kind": "url", "v": 1, "url": "http://a.test/2"},
+                         {"kind": "url", "v": 1, "url": "http://[bad/"},
+                         {"kind": "url", "v": 1, "url": "http://b.test/1"}], T0, rejects)
+        assert counts == {"added": 1, "known": 1, "dropped_host_cap": 0, "rejected": 1}
+        assert [(r["kind"], r["input"]) for r in rejects] == [("reject", "http://[bad/")]
+        assert "invalid-host" in rejects[0]["error"]
+        assert fr.stats(T0)["added"] == 3 and fr.stats(T0)["queued"] == 3
