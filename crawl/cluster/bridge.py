@@ -72,6 +72,7 @@ RATE_WINDOW = 10.0  # seconds of history behind routed/s
 OUT_WINDOW = 0.5
 FETCH_WAIT = 10.0  # seconds a pull lingers when nothing comes (it returns on the first message)
 PLAN_QUIET = 3.0  # seconds between map rounds while nothing moves (plan_every otherwise)
+CONNECT_SAY = 10.0  # seconds without a server before the log says so
 STOP_FLUSH = 5.0  # seconds a stopping bridge may spend publishing what its outbox holds
 
 
@@ -125,7 +126,9 @@ class Bridge:
     # -- lifecycle --------------------------------------------------------------------
     async def run(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        nc = await connect(self.servers, name=f"crawl-bridge-{self.node}")
+        nc = await self._connect()
+        if nc is None:
+            return  # stopped before any server answered
         self.cl = Cluster(nc, self.crawl)
         self.cfg = await self.cl.open()
         self.outbox = Spool(self.dir / OUTBOX, claim_timeout=max(60.0, self.cfg.ack_wait))
@@ -153,6 +156,26 @@ class Bridge:
                     sp.release()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(nc.close(), 3)
+
+    async def _connect(self) -> Any:
+        """Connect (the client retries for ever: the servers may come up later), but
+        say so after a while, and give up at once on SIGTERM or Ctrl-C (a bridge given
+        a wrong address ignored both, silently)."""
+        connecting = asyncio.create_task(connect(self.servers, name=f"crawl-bridge-{self.node}"))
+        stopping = asyncio.create_task(self.stop.wait())
+        try:
+            done, _ = await asyncio.wait({connecting, stopping}, timeout=CONNECT_SAY,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                self._note(f"no server at {self.servers} answers yet: still trying (Ctrl-C to stop)")
+                done, _ = await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if connecting in done:
+                return connecting.result()
+            return None
+        finally:
+            for t in (connecting, stopping):
+                t.cancel()
+            await asyncio.gather(connecting, stopping, return_exceptions=True)
 
     def _note(self, what: str, exc: BaseException | None = None) -> None:
         msg = f"{what}: {exc or ''}".rstrip(": ") if exc is not None else what

@@ -382,3 +382,25 @@ def test_bridge_fences_its_node_when_heartbeats_fail(tmp_path: Path) -> None:
         finally:
             n.stop_all()
 
+
+
+def test_a_bridge_with_no_server_to_reach_stops_on_sigterm(tmp_path: Path) -> None:
+    """nats-py tries to connect for ever; a bridge given a wrong address ignored SIGTERM."""
+    from crawl.cluster.servers import free_ports
+
+    (port,) = free_ports(1)  # nothing listens there
+    p = subprocess.Popen([*CRAWL, "cluster", "bridge", str(tmp_path), "--servers", f"nats://127.0.0.1:{port}",
+                          "--crawl", "x", "--node", "n"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    try:
+        # up (its signal handlers set) and trying to connect: it made DIR/cluster
+        wait_for(lambda: (tmp_path / "cluster").is_dir() or p.poll() is not None, timeout=60, what="bridge up")
+        time.sleep(1)
+        assert p.poll() is None
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0 and b"Traceback" not in out, out[-2000:]
