@@ -84,7 +84,8 @@ _TAG_NAME = rb"[A-Za-z][^" + _WS + rb"/>]*+"
 _NAME_VALUE = (rb"[^" + _WS + rb"/>][^" + _WS + rb"/>=]*+"
                rb"(?:[" + _WS + rb"]*+=[" + _WS + rb"]*+(?:\"[^\"]*+\"?|'[^']*+'?|[^" + _WS + rb">]*+))?")
 _ATTRIBUTE = rb"(?>(?:[" + _WS + rb"]|/(?!>))*+" + _NAME_VALUE + rb")"
-_MANY = re.compile(rb"<" + _TAG_NAME + _ATTRIBUTE + b"{%d}" % MANY_ATTRIBUTES)
+_OPEN = re.compile(rb"<" + _TAG_NAME)
+_MANY = re.compile(_ATTRIBUTE + b"{%d}" % MANY_ATTRIBUTES)
 _MORE = re.compile(rb"(?:" + _ATTRIBUTE + rb"){0,%d}+" % (MAX_ATTRIBUTES - MANY_ATTRIBUTES + 1))
 # Counts the attributes in a run of them: found from a name, so that a run of white
 # space is skipped a byte at a time, not scanned again from each byte (quadratic).
@@ -178,13 +179,20 @@ def _attributes(utf8: bytes, end: int) -> int | None:
         return c.many_attributes(utf8, end, MANY_ATTRIBUTES, MAX_ATTRIBUTES, ATTRIBUTE_BUDGET)
     counted = 0
     pos = 0
-    while (m := _MANY.search(utf8, pos, end)) is not None:
+    while (tag := _OPEN.search(utf8, pos, end)) is not None:
+        m = _MANY.match(utf8, tag.end(), end)
+        if m is None:
+            # Fewer attributes: so have the tags from a '<' inside this name (a tag name
+            # runs to white space, '/' or '>', '<' included), which end with it and
+            # share its attributes. Past the name: `<b<b<b...` is one pass, not n*n.
+            pos = tag.end()
+            continue
         more = _MORE.match(utf8, m.end(), end)
         n = MANY_ATTRIBUTES + (len(_ONE.findall(utf8, more.start(), more.end())) if more else 0)
         counted += n
         if n > MAX_ATTRIBUTES or counted > ATTRIBUTE_BUDGET:
-            return m.start()
-        pos = m.start() + 1
+            return tag.start()
+        pos = tag.start() + 1
     return None
 
 

@@ -1603,6 +1603,7 @@ static PyObject *many_attributes(PyObject *self, PyObject *args)
         Py_ssize_t j = i + 2, n = 0;
         while (j < end && !tok_stop(s[j]))
             j++;
+        Py_ssize_t name_end = j;
         while (n <= max) {
             while (j < end && (tok_ws(s[j]) || (s[j] == '/' && !(j + 1 < end && s[j + 1] == '>'))))
                 j++;
@@ -1617,6 +1618,10 @@ static PyObject *many_attributes(PyObject *self, PyObject *args)
                 PyBuffer_Release(&buf);
                 return PyLong_FromSsize_t(i);
             }
+        } else {
+            /* so have the tags from a '<' inside this name, which share its end and
+             * attributes: past the name, so `<b<b<b...` is one pass, not n*n */
+            i = name_end - 1;
         }
     }
     PyBuffer_Release(&buf);
