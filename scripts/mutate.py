@@ -1004,6 +1004,10 @@ def main(argv: list[str] | None = None) -> int:
     def tests_of(mod: str) -> tuple[str, ...]:
         return tuple(args.tests) or TARGETS[mod].tests
 
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # kill or Ctrl-C: the copies are removed and the figures so far printed
+
+    signal.signal(signal.SIGTERM, _stop)
     base = Path(tempfile.mkdtemp(prefix="crawl-mutate-", dir="/tmp"))
     print(f"mutate: throwaway copies under {base}", flush=True)
     t_start = time.monotonic()
