@@ -39,3 +39,19 @@ def test_zstd_frames_carry_a_checksum_and_damage_is_refused(tmp_path: Path) -> N
     path.write_bytes(bytes(data))
     with pytest.raises(CrawlError, match="checksum"):  # not other bytes returned as the page
         store.read_response(tmp_path, ptr)
+
+
+def test_discard_in_a_file_with_nothing_synced_removes_it_and_its_sidecar(tmp_path: Path) -> None:
+    # after a rotation nothing of the new file is synced: a discard takes it all back, whatever the
+    # old file had synced (its offsets mean nothing in the new one)
+    w = store.WarcWriter(tmp_path, compression="zstd")
+    kept = w.write(_capture("http://example.test/kept", random.Random(1).randbytes(3000)))
+    w.rotate()
+    new = tmp_path / w.name
+    assert new != tmp_path / kept["file"] and new.exists()
+    w.write(_capture("http://example.test/lost", b"lost"))
+    w.discard()
+    w.close()
+    assert not new.exists() and not (tmp_path / (new.name + ".cdxj")).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kept["file"], kept["file"] + ".cdxj"])
+    assert store.read_response(tmp_path, kept).body == random.Random(1).randbytes(3000)
