@@ -158,9 +158,6 @@ EQUIVALENT: dict[str, str] = {
         "the sidecar's synced end is read only when the file's is not 0, and the first sync sets both",
     "crawl/store/warc.py::WarcWriter._open::number::0 -> (-1) #2":
         "as above",
-    "crawl/store/warc.py::WarcWriter.discard::drop::if self._fh is None or self._cdxj is None -> pass":
-        "the file and its sidecar are opened and closed together: both are set or neither; with neither, "
-        "the loop closes nothing and the cut of a removed file is suppressed",
     "crawl/store/warc.py::WarcWriter.discard::boolop::self._fh is None or self._cdxj is None -> (self._fh is None and self._cdxj is None)":
         "the file and its sidecar are opened and closed together: both are set or neither",
     "crawl/store/warc.py::WarcWriter._open::number::1 -> (2)":

@@ -55,3 +55,13 @@ def test_discard_in_a_file_with_nothing_synced_removes_it_and_its_sidecar(tmp_pa
     assert not new.exists() and not (tmp_path / (new.name + ".cdxj")).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kept["file"], kept["file"] + ".cdxj"])
     assert store.read_response(tmp_path, kept).body == random.Random(1).randbytes(3000)
+
+
+def test_discard_after_close_is_a_no_op(tmp_path: Path) -> None:
+    w = store.WarcWriter(tmp_path)
+    kept = w.write(_capture("http://example.test/kept", b"kept"))
+    w.close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    w.discard()  # a failure handler that runs after the writer was closed cuts nothing
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert store.read_response(tmp_path, kept).body == b"kept"
