@@ -9,7 +9,7 @@ process. It moves records, never decides what to crawl:
   links and seeds: one group per owner node, on the subject of its lowest
   vshard in the batch; slices, sweeps and shards being moved: one per
   vshard, see :meth:`Bridge._group`), publish one message per group to
-  ``crawl.<crawl>.links.<v>`` with ``Nats-Msg-Id = node:batch:group:part`` (a
+  ``crawl.<crawl>.links.<v>`` with ``Nats-Msg-Id = node:batch:group:part:hash`` (a
   republish after a lost PubAck is dropped by the stream's duplicate
   window), wait for every PubAck, then ack the batch. ``ip`` records go to
   the KV IP registry instead. Nothing leaves before the map has owners.
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import xxhash
 
 from crawl.core import Spool, records, replace_file
 
@@ -407,7 +408,7 @@ class Bridge:
     # -- out: outbox -> streams ------------------------------------------------------
     async def _publish(self, groups: dict[str, tuple[int, list[bytes]]], tag: str) -> int:
         """Publish each group's lines (chunked) to its vshard's subject with stable ids
-        (``node:batch:group:part``); retry until every PubAck is in."""
+        (``node:batch:group:part:hash``); retry until every PubAck is in."""
         js = self.cl.js  # type: ignore[union-attr]
         pending: list[tuple[str, bytes, str, int, int]] = []
         for key, (v, lines) in groups.items():
@@ -416,14 +417,12 @@ class Bridge:
             part = 0
             for line in lines:
                 if chunk and size + len(line) + 1 > MAX_PAYLOAD:
-                    pending.append((subject(self.crawl, v), b"\n".join(chunk),
-                                    f"{self.node}:{tag}:{key}:{part}", v, len(chunk)))
+                    pending.append(self._message(v, chunk, f"{tag}:{key}:{part}"))
                     chunk, size, part = [], 0, part + 1
                 chunk.append(line)
                 size += len(line) + 1
             if chunk:
-                pending.append((subject(self.crawl, v), b"\n".join(chunk),
-                                f"{self.node}:{tag}:{key}:{part}", v, len(chunk)))
+                pending.append(self._message(v, chunk, f"{tag}:{key}:{part}"))
         sent = 0
         pause = 0.2
         while pending:
@@ -448,6 +447,16 @@ class Bridge:
                 pause = min(2.0, pause * 2)
             pending = again
         return sent
+
+    def _message(self, v: int, lines: list[bytes], where: str) -> tuple[str, bytes, str, int, int]:
+        """(subject, data, Nats-Msg-Id, vshard, records). The id ends with a hash of the
+        data: a batch claimed again after a crash may start with the same record yet hold
+        more (or be grouped under another map), and an id naming only its place would
+        make the stream drop the bigger message as a duplicate of the first, losing the
+        records it added. The same lines published again still have the same id."""
+        data = b"\n".join(lines)
+        return (subject(self.crawl, v), data, f"{self.node}:{where}:{xxhash.xxh3_64_hexdigest(data)}", v,
+                len(lines))
 
     def _group(self, batch: list[tuple[bytes, bytes]], by_owner: bool = False,
                ) -> tuple[dict[str, tuple[int, list[bytes]]], dict[str, set[int]], list[bytes]]:
