@@ -33,7 +33,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	@for f in scripts/bench*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
-# Not part of `make test` (about an hour for every mutant, tests chosen by coverage); a sample takes minutes, e.g.
+# Not part of `make test` (hours for every mutant, even with tests chosen by coverage); a sample takes minutes, e.g.
 # make mutate MUTATE="--rev HEAD --module politeness --sample 10"
 MUTATE ?= --rev HEAD --jobs 2
 mutate: $(STAMP)

@@ -43,7 +43,7 @@ outside any test (imports) fall back to all the covering tests.
     python scripts/mutate.py --module politeness --sample 10  # 10 random mutants, minutes
     python scripts/mutate.py --sample 5 --jobs 2              # 5 per module, two copies
     python scripts/mutate.py --rev HEAD --sample 5            # the last commit, not the work tree
-    python scripts/mutate.py --jobs 2                         # everything: about an hour
+    python scripts/mutate.py --jobs 2                         # everything: hours
     python scripts/mutate.py --only 'tx.py::Tx.lease_host' --whole-files  # just those mutants
 """
 
