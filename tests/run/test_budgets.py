@@ -79,8 +79,8 @@ def test_max_pages_is_exact_and_counts_this_run_only(tmp_path: Path) -> None:
 
 def test_a_duration_stop_waits_the_grace_not_the_fetch_timeout(tmp_path: Path) -> None:
     """Hosts that drip their pages (1 KiB every 5 s): fetches in flight at the deadline
-    would run on to the 60 s fetch timeout; they get the grace of a Ctrl-C instead."""
-    duration, timeout = 4.0, 60.0
+    would run on to the 120 s fetch timeout; they get the grace of a Ctrl-C instead."""
+    duration, timeout = 4.0, 120.0
     with start_testweb(tmp_path / "w", hosts=4, seed=13, pages=8, links=3, mix="slow", latency=0.1,
                        drip=5.0) as web:
         d = tmp_path / "c"
@@ -88,5 +88,6 @@ def test_a_duration_stop_waits_the_grace_not_the_fetch_timeout(tmp_path: Path) -
         st = orjson.loads((d / "run-status.json").read_bytes())
         assert st["stopping"] == "duration"
         # a bound on hanging (start-up included), far below the fetch timeout; not a benchmark
-        assert took < duration + GRACE + 20, took
+        # (+20 s was too little at load 20, start-up included: 33 s in a clean-clone run)
+        assert took < duration + GRACE + 60 < duration + timeout, took
         assert "in-flight fetches cancelled" in p.stderr  # there were fetches to wait for
