@@ -168,3 +168,13 @@ def test_no_import_cycles_between_modules() -> None:
     graph = {m: {t for t in ts if t != m} for m, ts in graph.items()}
     cycle = _cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_test_files_have_distinct_names() -> None:
+    """tests/ has no __init__.py files: pytest imports each test file under its bare
+    name, so two packages' test_x.py stop the suite at collection ("import file
+    mismatch", seen in CI when tests/run and tests/frontier both had test_handoff.py)."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
