@@ -10,6 +10,7 @@ must not create the directory or spool it was (wrongly) pointed at.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -168,10 +169,17 @@ def test_ctrl_c_while_the_command_starts_is_quiet(tmp_path: Path) -> None:
     script = tmp_path / "crawl"
     script.write_text("import os, signal\nimport crawl.commands\n"
                       "os.kill(os.getpid(), signal.SIGINT)\nimport time\ntime.sleep(30)\n")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=60)
+    # a job started in the background by a shell without job control (CI's, nohup's)
+    # inherits SIGINT ignored, and Python then leaves it ignored: give the child the default
+    def default_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=60,
+                          preexec_fn=default_sigint)
     assert (done.returncode, done.stderr) == (130, b"")
     # imported by anything else (a test, a library user), the handler is left alone
     other = tmp_path / "other.py"
     other.write_text(script.read_text())
-    done = subprocess.run([sys.executable, str(other)], capture_output=True, timeout=60)
+    done = subprocess.run([sys.executable, str(other)], capture_output=True, timeout=60,
+                          preexec_fn=default_sigint)
     assert done.returncode == -2 and b"KeyboardInterrupt" in done.stderr  # Python's own way
