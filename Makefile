@@ -20,8 +20,8 @@ demo: $(STAMP)
 # suite starts `python -m crawl` hundreds of times, and each start would compile the
 # whole crawler again (a fifth of the suite's CPU). __pycache__ is ignored by git.
 # Two xdist workers (TEST_WORKERS): most tests wait on crawl delays, servers and
-# process start-up, so two took 551 s (1,546 tests, clean clone, load ~2; 596 s
-# with the venv) where one took 1025 s (the last landing, fewer tests); a
+# process start-up, so two took 551-596 s (1,546 tests, clean clones, load ~1-2;
+# 596-639 s with the venv) where one took 1025 s (the last landing, fewer tests); a
 # module's shared fixtures stay on one worker (--dist loadgroup, tests/conftest.py).
 # The tests that missed on workers under load (fixed timeouts, stale snapshots, a
 # wall-clock margin) now wait on what they check. Serially: make test TEST_WORKERS=
