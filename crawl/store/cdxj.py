@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import orjson
 
@@ -63,8 +63,6 @@ def redirect_location(url: str, status: str | None, location: str | None) -> str
     redirect chain can be followed from the index alone, as from the crawl log."""
     if not location or not status or not status.startswith("3"):
         return None
-    from urllib.parse import urljoin
-
     try:
         return urljoin(url, location.strip())
     except ValueError:  # a Location no URL parser accepts: keep it as the server sent it

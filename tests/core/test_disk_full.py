@@ -8,11 +8,11 @@ intact and what it writes after must be readable.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 from fullfs import fill, small_fs
+from warcutil import capture
 
 from crawl import store
 from crawl.core import CrawlDir, NoSpace, close_env, open_env, records, replace_file
@@ -99,13 +99,8 @@ def test_an_lmdb_commit_on_a_full_disk_names_the_file(fs: Path) -> None:
 
 
 def _capture(url: str, body: bytes) -> store.Capture:
-    resp = store.http_block("HTTP/1.1 200 OK", [("Content-Type", "text/html"),
-                                                ("Content-Length", str(len(body)))])
-    buf = store.BodyBuffer(resp.headers_buff)
-    buf.write(body)
-    req = store.http_block("GET / HTTP/1.1", [("Host", "h.test")])
-    return store.Capture(url, "response", time.time(), {"outcome": "ok"}, request=req,
-                         response=resp, body=buf)
+    return capture(url, body, content_type="text/html", request_line="GET / HTTP/1.1", host="h.test",
+                   user_agent=None, ip=None)
 
 
 def test_a_warc_group_that_does_not_fit_is_cut_off_whole(fs: Path) -> None:

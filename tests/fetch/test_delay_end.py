@@ -39,6 +39,19 @@ def _dripped_pages(web: Any, host: str) -> list[dict[str, Any]]:
                   key=lambda p: p["url"])[:3]
 
 
+def _crawl_dripped(web: Any, big: list[dict[str, Any]], d: Path, *extra: str) -> None:
+    """crawl run over the dripped pages of the slow host alone, at DELAY and no
+    response factor, so the gaps the server logs are the delay's."""
+    seeds = d.parent / "seeds.txt"
+    seeds.write_text("".join(p["url"] + "\n" for p in big))
+    res = subprocess.run(
+        [*CRAWL, "run", "--dir", str(d), "--seeds", str(seeds), "--resolve-file", str(web.hosts_file),
+         "--allow-private", "--scope", "any", "--delay", str(DELAY), "--response-factor", "0",
+         "--timeout", "10", "--idle-exit", "2s", "--progress", "plain", *extra],
+        capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
 def test_next_request_starts_the_delay_after_the_last_byte_of_a_dripped_body(tmp_path: Path) -> None:
     # latency 0: headers at once; 1 KiB every 0.02 s: the host's two pages of 52 and 75 KB
     # drip for about 1 and 1.5 s, longer than DELAY
@@ -47,15 +60,8 @@ def test_next_request_starts_the_delay_after_the_last_byte_of_a_dripped_body(tmp
         [slow] = web.with_behaviour("slow")
         big = _dripped_pages(web, slow)
         assert len(big) >= 2, "the web must have dripped pages longer than the delay"
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("".join(p["url"] + "\n" for p in big))
         d = tmp_path / "D"
-        res = subprocess.run(
-            [*CRAWL, "run", "--dir", str(d), "--seeds", str(seeds), "--resolve-file", str(web.hosts_file),
-             "--allow-private", "--scope", "any", "--delay", str(DELAY), "--response-factor", "0",
-             "--max-pages", str(len(big)), "--timeout", "10", "--idle-exit", "2s", "--progress", "plain"],
-            capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stderr[-2000:]
+        _crawl_dripped(web, big, d, "--max-pages", str(len(big)))
         log = [r for r in web.requests() if r["host"] == slow and r["ua"].startswith("crawl/")]
         hosts = web.hosts
     log.sort(key=lambda r: r["start"])
@@ -83,16 +89,8 @@ def test_a_body_not_wanted_ends_when_the_crawler_closes_its_connection(tmp_path:
                        clock=TESTWEB_CLOCK) as web:
         [slow] = web.with_behaviour("slow")
         big = _dripped_pages(web, slow)
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("".join(p["url"] + "\n" for p in big))
         d = tmp_path / "D"
-        res = subprocess.run(
-            [*CRAWL, "run", "--dir", str(d), "--seeds", str(seeds), "--resolve-file", str(web.hosts_file),
-             "--allow-private", "--scope", "any", "--delay", str(DELAY), "--response-factor", "0",
-             "--content-type", "application/pdf", "--timeout", "10", "--idle-exit", "2s",
-             "--parse-procs", "0", "--progress", "plain"],
-            capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stderr[-2000:]
+        _crawl_dripped(web, big, d, "--content-type", "application/pdf", "--parse-procs", "0")
         log = sorted((r for r in web.requests() if r["host"] == slow and r["ua"].startswith("crawl/")),
                      key=lambda r: r["start"])
         hosts = web.hosts

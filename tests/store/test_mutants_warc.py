@@ -5,24 +5,18 @@ as other bytes."""
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 
 import pytest
 import zstandard
+from warcutil import capture
 
 from crawl import store
 from crawl.core import CrawlError
 
 
 def _capture(url: str, body: bytes) -> store.Capture:
-    resp = store.http_block("HTTP/1.1 200 OK", [("Content-Type", "application/octet-stream"),
-                                                ("Content-Length", str(len(body)))])
-    buf = store.BodyBuffer(resp.headers_buff)
-    buf.write(body)
-    req = store.http_block("GET /p HTTP/1.1", [("Host", "example.test")])
-    return store.Capture(url, "response", time.time(), {"outcome": "ok"}, ip="127.0.0.1",
-                         response=resp, body=buf, request=req)
+    return capture(url, body, content_type="application/octet-stream", user_agent=None)
 
 
 def test_zstd_frames_carry_a_checksum_and_damage_is_refused(tmp_path: Path) -> None:

@@ -19,21 +19,12 @@ from crawl import store
 from crawl.store import cdxj, warc
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from warcutil import warcio_check  # noqa: E402
+from warcutil import capture, warcio_check  # noqa: E402
 
 
 def _capture(url: str, body: bytes, *, encoding: str | None = None, status: str = "200 OK",
              truncated: str | None = None, extra: tuple[tuple[str, str], ...] = ()) -> store.Capture:
-    hdrs = [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body))), *extra]
-    if encoding:
-        hdrs.append(("Content-Encoding", encoding))
-    resp = store.http_block(f"HTTP/1.1 {status}", hdrs)
-    buf = store.BodyBuffer(resp.headers_buff)
-    for i in range(0, len(body), 7000):
-        buf.write(body[i : i + 7000])
-    req = store.http_block("GET /p HTTP/1.1", [("Host", "example.test"), ("User-Agent", "crawl/0.1")])
-    return store.Capture(url, "response", time.time(), {"outcome": "ok"}, ip="127.0.0.1",
-                         request=req, response=resp, body=buf, truncated=truncated)
+    return capture(url, body, encoding=encoding, status=status, truncated=truncated, extra=extra)
 
 
 @pytest.mark.parametrize("compression", ["gzip", "none"])
