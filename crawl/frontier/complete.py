@@ -42,7 +42,7 @@ from crawl.core import Record, records
 
 from . import delays, robotswait
 from . import hostqueue as hq
-from .leases import TRANSIENT, outcome_code, parse_lease
+from .leases import TRANSIENT, answer_times, outcome_code, parse_lease
 from .politeness import DAY, backoff_delay, parse_retry_after, release_delay
 
 if TYPE_CHECKING:
@@ -58,13 +58,6 @@ def _event(t: Tx, rec: Record, event: str, **fields: Any) -> Record:
            "lease": rec.get("lease")}
     out.update(fields)
     return out
-
-
-def _number(value: object) -> float | None:
-    t = type(value)
-    if (t is float or t is int) and value == value:  # not bool, not NaN
-        return float(value)  # type: ignore[arg-type]
-    return None
 
 
 def _check(rec: Record) -> str | None:
@@ -122,11 +115,7 @@ def complete_one(t: Tx, rec: Record, _fp: Any = xxhash.xxh3_64_intdigest,
     # (ended_at: last body byte or the error), not from now: results can sit in a
     # spool or a batch. Kept between the lease and now, so a skewed or made-up
     # clock can neither push a host back into the past nor into the future.
-    ended = _number(get("ended_at"))
-    base = now if ended is None else min(now, max(ended, leased_at))
-    timings = get("timings")
-    rt = _number(timings.get("total")) if type(timings) is dict else None
-    crawl_delay = _number(get("crawl_delay"))
+    base, rt, crawl_delay = answer_times(rec, leased_at, now)
     if not released:  # (a released lease's were kept at its release; a later answer's may be newer)
         if crawl_delay is not None:
             h.crawl_delay = crawl_delay

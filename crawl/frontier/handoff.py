@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from crawl.core import Record
 
 from . import hostqueue as hq
-from .leases import TRANSIENT, fingerprint, parse_lease
+from .leases import TRANSIENT, answer_times, fingerprint, number, parse_lease
 from .politeness import Politeness, release_delay
 
 if TYPE_CHECKING:
@@ -46,13 +46,6 @@ _NOT_EARLY = frozenset({"robots-unreachable", "deferred"}) | TRANSIENT
 # with every other writer of the frontier: worth it where the delay is short
 # (one site crawled fast), not for thousands of hosts at the default 1 s.
 HORIZON = 0.5
-
-
-def _number(value: object) -> float | None:
-    t = type(value)
-    if (t is float or t is int) and value == value:  # not bool, not NaN
-        return float(value)  # type: ignore[arg-type]
-    return None
 
 
 def releasable(rec: Record) -> bool:
@@ -74,8 +67,8 @@ def worth_it(cfg: Politeness, rec: Record) -> bool:
     if not releasable(rec):
         return False
     timings = rec.get("timings")
-    rt = _number(timings.get("total")) if type(timings) is dict else None
-    return release_delay(cfg, rt, _number(rec.get("crawl_delay"))) < HORIZON
+    rt = number(timings.get("total")) if type(timings) is dict else None
+    return release_delay(cfg, rt, number(rec.get("crawl_delay"))) < HORIZON
 
 
 def release_early(t: Tx, rec: Record) -> int | None:
@@ -98,12 +91,7 @@ def release_early(t: Tx, rec: Record) -> int | None:
     if h.lease != lease_id:
         return None
     t.dirty.add(hid)
-    now = t.now
-    ended = _number(rec.get("ended_at"))
-    base = now if ended is None else min(now, max(ended, leased_at))  # as complete_one
-    timings = rec.get("timings")
-    rt = _number(timings.get("total")) if type(timings) is dict else None
-    crawl_delay = _number(rec.get("crawl_delay"))
+    base, rt, crawl_delay = answer_times(rec, leased_at, t.now)
     if crawl_delay is not None:
         h.crawl_delay = crawl_delay
     if rt is not None:

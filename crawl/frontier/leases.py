@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import xxhash
 
-from crawl.core import records
+from crawl.core import Record, records
 
 # Outcomes after which the URL goes back for another try (with backoff).
 TRANSIENT = frozenset({"timeout", "connect-error", "dns-error", "protocol-error"})
@@ -34,6 +34,28 @@ def parse_lease(value: object) -> int | None:
         return int(value, 16)
     except ValueError:
         return None
+
+
+def number(value: object) -> float | None:
+    """A record's numeric field, or None: not a bool, not NaN (records come from
+    other processes and files, so a field may be anything)."""
+    t = type(value)
+    if (t is float or t is int) and value == value:
+        return float(value)  # type: ignore[arg-type]
+    return None
+
+
+def answer_times(rec: Record, leased_at: float, now: float) -> tuple[float, float | None, float | None]:
+    """What a fetch result tells the host's next delay: when it starts (the end of
+    the answer as the fetcher received it, ``ended_at``, kept between the lease and
+    now, so a skewed or made-up clock can push a host neither into the past nor
+    the future; now without it), the answer's time, and robots.txt's Crawl-delay.
+    The completion and the early release (handoff.py) read a result alike."""
+    ended = number(rec.get("ended_at"))
+    base = now if ended is None else min(now, max(ended, leased_at))
+    timings = rec.get("timings")
+    rt = number(timings.get("total")) if type(timings) is dict else None
+    return base, rt, number(rec.get("crawl_delay"))
 
 
 def outcome_name(code: int) -> str | None:
