@@ -1,0 +1,133 @@
+"""Rules of the seen set that mutation testing (issue 21) showed no test held.
+
+Each test runs `crawl seen` as a command on a real crawl directory (real LMDB),
+or builds the directory's files the way the README describes them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import orjson
+
+from crawl.canon import CANON_VERSION, canonicalize
+from crawl.core import CrawlDir
+from crawl.seen import SeenSet
+
+
+def _crawl(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "crawl", *args], input=stdin,
+                          capture_output=True, timeout=60)
+
+
+def _lines(recs: list[dict[str, object]]) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in recs)
+
+
+def test_a_carried_fp_is_trusted_in_both_spellings_and_only_in_range(tmp_path: Path) -> None:
+    # README, crawl seen: a record with `fp` (an integer, or crawl canon's 16 hex
+    # digits) and the current canon_v is trusted as it is. So two records naming
+    # one fingerprint, once as an int and once in hex, are one URL, whatever
+    # their url fields say; an fp outside 0 .. 2**64-1 is not a fingerprint, and
+    # its record is canonicalised again.
+    def rec(url: str, fp: object) -> dict[str, object]:
+        return {"kind": "url", "url": url, "fp": fp, "canon_v": CANON_VERSION}
+
+    odd = 0x0123456789ABCDE0  # hex digits 0-e: read in base 15 or 17 it is another number
+    top = (1 << 64) - 1
+    recs = [
+        rec("http://a.test/0", 0), rec("http://b.test/0", "0000000000000000"),
+        rec("http://a.test/top", top), rec("http://b.test/top", "ffffffffffffffff"),
+        rec("http://a.test/odd", f"{odd:016x}"), rec("http://b.test/odd", odd),
+        rec("http://a.test/neg", -1),
+    ]
+    p = _crawl("seen", "--dir", str(tmp_path / "c"), stdin=_lines(recs))
+    assert p.returncode == 0, p.stderr
+    out = [orjson.loads(x) for x in p.stdout.splitlines()]
+    assert [r["url"] for r in out] == ["http://a.test/0", "http://a.test/top", "http://a.test/odd",
+                                       "http://a.test/neg"]
+    assert [r["fp"] for r in out[:3]] == [0, top, f"{odd:016x}"]  # as they came
+    assert out[3]["fp"] == canonicalize("http://a.test/neg").fp_hex  # canonicalised again
+
+
+def test_an_fp_past_64_bits_is_canonicalised_again(tmp_path: Path) -> None:
+    # JSON input cannot carry one (the reader refuses integers past 64 bits),
+    # but SeenSet.unseen takes records from Python callers too
+    for big in (1 << 64, (1 << 65) - 1):
+        with SeenSet(tmp_path / f"s{big}") as s:
+            out = s.unseen([{"kind": "url", "url": "http://a.test/big", "fp": big,
+                             "canon_v": CANON_VERSION}])
+        assert [r["fp"] for r in out] == [canonicalize("http://a.test/big").fp_hex]
+
+
+def test_expected_sizes_the_saved_filter(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    p = _crawl("seen", "--dir", d, "--expected", "200000", stdin=b"http://a.test/\n")
+    assert p.returncode == 0, p.stderr
+    summary = orjson.loads(_crawl("seen", "--dir", d, "--summary", "--expected", "1").stdout)
+    assert summary["urls"] == 1
+    assert 200_000 <= summary["bloom_capacity"] < 2 * 200_000, summary  # the file's filter, as sized
+
+
+def _built_by_hand(seen: Path, run: list[str], recent: list[str]) -> None:
+    """A seen set laid out as the README describes it, written with plain LMDB: the
+    runs database keyed by the 8-byte big-endian run id and b"f" (the sorted
+    little-endian uint64 fingerprints) or b"i" (their uint32 ids); meta's b"runs"
+    listing (run id, size) as uint64 pairs, b"next_id" and b"next_run" big-endian;
+    the recent tree keyed by the big-endian fingerprint, its value the id."""
+    fps = np.array(sorted(canonicalize(u).fp for u in run), dtype="<u8")
+    seen.mkdir(parents=True)
+    env = lmdb.open(str(seen), max_dbs=16, map_size=1 << 24)
+    urls, runs, meta = (env.open_db(n) for n in (b"urls", b"runs", b"meta"))
+    with env.begin(write=True) as txn:
+        txn.put((7).to_bytes(8, "big") + b"f", fps.tobytes(), db=runs)
+        txn.put((7).to_bytes(8, "big") + b"i", np.arange(len(fps), dtype="<u4").tobytes(), db=runs)
+        txn.put(b"runs", np.array([(7, len(fps))], dtype="<u8").tobytes(), db=meta)
+        for j, u in enumerate(recent):
+            txn.put(canonicalize(u).fp.to_bytes(8, "big"), (len(fps) + j).to_bytes(4, "big"), db=urls)
+        txn.put(b"next_id", (len(fps) + len(recent)).to_bytes(8, "big"), db=meta)
+        txn.put(b"next_run", (8).to_bytes(8, "big"), db=meta)
+    env.close()
+
+
+def test_a_seen_set_in_the_documented_layout_reads_back(tmp_path: Path) -> None:
+    # The seen set outlives the program that wrote it (a crawl directory is
+    # resumed by a later crawl): its layout is a format, not a detail.
+    d = tmp_path / "c"
+    old = [f"http://old.test/{i}" for i in range(300)]
+    _built_by_hand(CrawlDir(d).seen, old[:290], old[290:])
+    batch = [old[5], "http://new.test/", old[295], old[289], "http://new.test/2"]
+    p = _crawl("seen", "--dir", str(d), stdin="".join(u + "\n" for u in batch).encode())
+    assert p.returncode == 0, p.stderr
+    assert [orjson.loads(x)["url"] for x in p.stdout.splitlines()] == [
+        "http://new.test/", "http://new.test/2"]
+    with SeenSet(CrawlDir(d).seen) as s:
+        assert len(s) == 302
+        in_run = sorted(canonicalize(u).fp for u in old[:290])  # a run's ids follow its order
+        assert s.ids_of([in_run[0], in_run[-1], canonicalize(old[295]).fp]) == [0, 289, 295]
+
+
+def test_a_run_missing_from_the_set_is_refused_as_damage(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    urls = [f"http://h.test/{i}" for i in range(40)]
+    with SeenSet(CrawlDir(d).seen, delta_max=8) as s:  # small: the URLs go into runs
+        s.add_fps([canonicalize(u).fp for u in urls])
+        assert s.stats()["exact_runs"]
+    env = lmdb.open(str(CrawlDir(d).seen), max_dbs=16, map_size=1 << 30)
+    with env.begin(write=True) as txn:
+        runs = env.open_db(b"runs", txn=txn)
+        doomed = [k for k, _ in txn.cursor(db=runs) if k.endswith(b"f")]
+        assert doomed
+        for k in doomed:
+            txn.delete(k, db=runs)
+    env.close()
+    p = _crawl("seen", "--dir", str(d), stdin=f"{urls[3]}\n".encode())
+    err = p.stderr.decode()
+    assert p.returncode == 1, err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "is damaged" in err and "a run listed in meta is missing" in err, err
+    assert p.stdout == b""
