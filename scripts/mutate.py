@@ -71,8 +71,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-FRONTIER_TESTS = ("tests/frontier/test_mutants_politeness.py", "tests/frontier/test_mutants_tx.py", "tests/frontier/test_frontier_expiry.py", "tests/frontier/test_retry_after.py",
-                  "tests/frontier/test_ip_wait.py", "tests/frontier/test_frontier.py",
+FRONTIER_TESTS = ("tests/frontier/test_mutants_politeness.py", "tests/frontier/test_mutants_tx.py",
+                  "tests/frontier/test_mutants_ipslots.py", "tests/frontier/test_mutants_complete.py",
+                  "tests/frontier/test_frontier_expiry.py", "tests/frontier/test_retry_after.py",
+                  "tests/frontier/test_ip_wait.py", "tests/frontier/test_delays.py", "tests/frontier/test_handoff.py",
+                  "tests/frontier/test_slices.py", "tests/frontier/test_frontier.py",
                   "tests/frontier/test_frontier_property.py",
                   "tests/frontier/test_frontier_cli.py", "tests/frontier/test_frontier_kill.py")
 
@@ -107,8 +110,10 @@ TARGETS: dict[str, Target] = {
     "crawl/net/backend.py": Target(
         ("tests/fetch/test_fetch_safety.py", "tests/net/test_fetch_exchange.py", "tests/net/test_http1.py"),
         ("Dialer", "_tcp")),
-    "crawl/seen/seenset.py": Target(("tests/seen/test_seen.py", "tests/seen/test_bloom.py")),
-    "crawl/seen/bloom.py": Target(("tests/seen/test_bloom.py", "tests/seen/test_seen.py")),
+    "crawl/seen/seenset.py": Target(("tests/seen/test_seen.py", "tests/seen/test_bloom.py",
+                                     "tests/seen/test_mutants_seen.py")),
+    "crawl/seen/bloom.py": Target(("tests/seen/test_bloom.py", "tests/seen/test_seen.py",
+                                   "tests/seen/test_mutants_seen.py")),
     "crawl/core/spool.py": Target(
         ("tests/core/test_spool.py",),
         ("_alive", "Spool.put", "Spool._recover", "Spool.claim", "Spool.ack", "Spool.release")),
@@ -229,12 +234,46 @@ EQUIVALENT: dict[str, str] = {
         "releases a slot after it has leased (expiries are requeued before leasing)",
     "crawl/frontier/ipslots.py::IpSlots.host::drop::raise NotImplementedError -> pass":
         "the protocol stub of a method Tx always provides",
+    "crawl/frontier/ipslots.py::IpSlots.host::return::def host(...) -> return at once":
+        "the protocol stub of a method Tx always provides (Tx overrides it; IpSlots is only its mixin)",
+    "crawl/frontier/ipslots.py::IpSlots.cursor::drop::raise NotImplementedError -> pass":
+        "the protocol stub of a method Tx always provides (Tx overrides it; IpSlots is only its mixin)",
+    "crawl/frontier/ipslots.py::IpSlots.cursor::return::def cursor(...) -> return at once":
+        "the protocol stub of a method Tx always provides (Tx overrides it; IpSlots is only its mixin)",
+    "crawl/frontier/ipslots.py::IpSlots.reschedule::drop::raise NotImplementedError -> pass":
+        "the protocol stub of a method Tx always provides (Tx overrides it; IpSlots is only its mixin)",
+    "crawl/frontier/ipslots.py::IpSlots.reschedule::return::def reschedule(...) -> return at once":
+        "the protocol stub of a method Tx always provides (Tx overrides it; IpSlots is only its mixin)",
+    "crawl/frontier/ipslots.py::IpSlots.ip_state::drop::st = self.prev_ips.get(ip) -> pass":
+        "speed only: the carried address states are the ones the previous transaction committed "
+        "(tx.Carry); without them the same states are read from LMDB",
+    "crawl/frontier/ipslots.py::IpSlots.ip_state::drop::self.ips[ip] = st -> pass":
+        "speed only: an address read and not changed is read again, unchanged (every change goes "
+        "through put_ip, which caches it); it is just not carried to the next transaction",
+    "crawl/frontier/ipslots.py::IpSlots.put_ip::number::0 -> (-1) #2":
+        "for an int count, > -1 and > 0 differ only at 0, which is stored as 0 either way",
+    "crawl/frontier/ipslots.py::IpSlots.flush_ips::drop::self.dirty_ips.clear() -> pass":
+        "after the last step of a transaction: every Tx flushes once, at its end, and carry() does "
+        "not read it",
+    "crawl/frontier/ipslots.py::IpSlots.flush_ips::drop::self.wrote = True -> pass":
+        "every address change comes with a host change (lease_host, complete_one, an expiry, "
+        "release_early: each dirties the host), so Tx.flush sets wrote anyway; and fewer carries "
+        "would be speed only",
+    "crawl/frontier/ipslots.py::IpSlots.flush_ips::number::True -> False":
+        "as above",
+    "crawl/frontier/ipslots.py::IpSlots.has_waiters::number::0 -> (-1)":
+        "speed only: with no host waiting, release_ip searches the empty waiting list and finds nobody",
+    "crawl/frontier/ipslots.py::IpSlots.release_ip::drop::h.sched = hq.NOT_SCHEDULED -> pass":
+        "reschedule sets it: a waiting host has no lease, so it reaches unschedule (directly or from "
+        "schedule), which takes a WAITING_IP host off the list (its entry, already deleted) and sets "
+        "NOT_SCHEDULED",
+    "crawl/frontier/ipslots.py::IpSlots.wake_stranded::drop::h.sched = hq.NOT_SCHEDULED -> pass":
+        "as above",
+    "crawl/frontier/ipslots.py::IpSlots.wake_stranded::number::4 -> (5)":
+        "int.from_bytes(key[-5:]) reads the 0 separator before the id too: the same id",
     "crawl/frontier/ipslots.py::IpSlots.flush_ips::drop::ips[ip] = _NONE -> pass":
         "an address with nothing in flight and its slow-down in the past reads the same as _NONE "
         "(times only move forward)",
-    "crawl/frontier/ipslots.py::IpSlots.wake_stranded::number::0 -> (-1) #2":
-        "waking a host for an address with no free slot only puts it back to waiting when it is "
-        "leased: the cap is checked at lease time (the property test holds it)",
     "crawl/frontier/tx.py::Tx.find_tail::drop::if found -> pass":
         "space only: without the tail block found, a new block is started; the same URLs come out "
         "in the same order (blocks are ordered by sequence number)",
@@ -259,6 +298,14 @@ EQUIVALENT: dict[str, str] = {
         "the first sequence number of an empty spool: keys need only grow",
     "crawl/seen/seenset.py::SeenSet._run_list::number::1 -> (2)":
         "reshape(-2, 2) is reshape(-1, 2) to numpy: any negative size is the one inferred",
+    "crawl/seen/seenset.py::SeenSet.__init__::number::1 -> (0)":
+        "expected clamped at 0 instead of 1: the filter's sizing clamps its count at 1 too (size_for: max(n, 1))",
+    "crawl/seen/seenset.py::SeenSet.__init__::number::1 -> (0) #2":
+        "delta_max clamped at 0 instead of 1: only a batch with a new URL reaches the flush test, so recent + new >= 0 and >= 1 agree",
+    "crawl/seen/seenset.py::SeenSet.__len__::number::True -> False":
+        "buffers=False: the same entry counts, read as copies",
+    "crawl/seen/seenset.py::SeenSet.rebuild::number::True -> False":
+        "buffers=False: the runs read as bytes copies instead of views of the map, the same fingerprints",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

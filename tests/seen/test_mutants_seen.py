@@ -73,6 +73,20 @@ def test_expected_sizes_the_saved_filter(tmp_path: Path) -> None:
     assert 200_000 <= summary["bloom_capacity"] < 2 * 200_000, summary  # the file's filter, as sized
 
 
+def test_the_filter_is_sized_for_expected_even_when_it_is_one(tmp_path: Path) -> None:
+    # the least memory, then the fewest bits, for --expected URLs at --fp-rate:
+    # at 0.1% that is one word and 3 bits for one URL, 4 bits for two
+    from crawl.seen.bloom import size_for
+
+    for n in (1, 2):
+        d = str(tmp_path / f"c{n}")
+        p = _crawl("seen", "--dir", d, "--expected", str(n), "--fp-rate", "0.001")
+        assert p.returncode == 0, p.stderr
+        s = orjson.loads(_crawl("seen", "--dir", d, "--summary").stdout)
+        blocks, k = size_for(n, 0.001)
+        assert (s["bloom_bytes"], s["bloom_k"]) == (8 * blocks, k), s
+
+
 def _built_by_hand(seen: Path, run: list[str], recent: list[str]) -> None:
     """A seen set laid out as the README describes it, written with plain LMDB: the
     runs database keyed by the 8-byte big-endian run id and b"f" (the sorted
@@ -131,3 +145,101 @@ def test_a_run_missing_from_the_set_is_refused_as_damage(tmp_path: Path) -> None
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert "is damaged" in err and "a run listed in meta is missing" in err, err
     assert p.stdout == b""
+
+
+def _stats(tmp_path: Path, d: str, urls: list[str], *args: str) -> dict[str, object]:
+    st = tmp_path / "st.json"
+    p = _crawl("seen", "--dir", d, "--stats", str(st), *args,
+               stdin="".join(u + "\n" for u in urls).encode())
+    assert p.returncode == 0, p.stderr
+    summary: dict[str, object] = orjson.loads(st.read_bytes())
+    return summary
+
+
+def _summary(d: str, *args: str) -> dict[str, object]:
+    p = _crawl("seen", "--dir", d, "--summary", *args)
+    assert p.returncode == 0, p.stderr
+    summary: dict[str, object] = orjson.loads(p.stdout)
+    return summary
+
+
+def test_the_recent_tree_holds_4096_urls_then_becomes_a_run(tmp_path: Path) -> None:
+    # README: new fingerprints go into the recent B-tree, at most 4,096 of
+    # them; when it is full it becomes a new run
+    d = str(tmp_path / "c")
+    _stats(tmp_path, d, [f"http://a.test/{i}" for i in range(4095)])
+    s = _summary(d)
+    assert (s["urls"], s["exact_recent"], s["exact_runs"]) == (4095, 4095, [])
+    _stats(tmp_path, d, ["http://a.test/last"])
+    s = _summary(d)
+    assert (s["urls"], s["exact_recent"], s["exact_runs"]) == (4096, 0, [4096])
+
+
+def test_a_filter_is_rebuilt_only_when_there_is_one_to_rebuild(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    first = _stats(tmp_path, d, ["http://a.test/"])
+    assert "bloom_rebuilds" not in first  # a new directory: a new filter, nothing rebuilt
+    (CrawlDir(d).seen / "bloom.bin").unlink()
+    again = _stats(tmp_path, d, ["http://a.test/", "http://b.test/"])
+    assert again["bloom_rebuilds"] == 1 and again["new"] == 1
+
+
+def test_a_rebuilt_filter_is_sized_for_the_larger_of_expected_and_the_set_plus_a_quarter(
+        tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    _stats(tmp_path, d, [f"http://a.test/{i}" for i in range(4000)], "--expected", "4000")
+    (CrawlDir(d).seen / "bloom.bin").unlink()
+    s = _summary(d, "--expected", "1000")  # rebuilt for 4000 + 1000
+    assert 5000 <= s["bloom_capacity"] < 5000 + 20, s  # type: ignore[operator]
+    (CrawlDir(d).seen / "bloom.bin").unlink()
+    s = _summary(d, "--expected", "90000")  # rebuilt for --expected
+    assert 90000 <= s["bloom_capacity"] < 90000 + 20, s  # type: ignore[operator]
+
+
+def test_the_filter_is_saved_every_save_every_new_urls(tmp_path: Path) -> None:
+    # between saves at close, the filter is also persisted after save_every new
+    # URLs, so a crash rarely forces a full rebuild
+    from crawl.seen.bloom import BloomFilter
+
+    path = tmp_path / "seen"
+    s = SeenSet(path, save_every=3)
+    try:
+        s.add_fps([1, 2])
+        s.add_fps([2])  # not new: counts for nothing
+        assert BloomFilter.load(path / "bloom.bin") is None
+        s.add_fps([3])
+        saved = BloomFilter.load(path / "bloom.bin")
+        assert saved is not None and saved.covers == 3
+        s.add_fps([4, 5])
+        saved = BloomFilter.load(path / "bloom.bin")
+        assert saved is not None and saved.covers == 3
+        s.add_fps([6])
+        saved = BloomFilter.load(path / "bloom.bin")
+        assert saved is not None and saved.covers == 6
+    finally:
+        s.close()
+
+
+def test_a_delta_max_of_one_or_less_keeps_nothing_in_the_recent_tree(tmp_path: Path) -> None:
+    # flushed when recent + new >= delta_max: the tree holds at most delta_max - 1
+    for delta in (2, 1, 0, -5):
+        with SeenSet(tmp_path / f"s{delta}", delta_max=delta) as s:
+            assert s.add_fps([7]) == [True]
+            st = s.stats()
+            assert (st["exact_recent"], st["exact_runs"]) == ((1, []) if delta == 2 else (0, [1])), delta
+            assert s.add_fps([7, 8]) == [False, True]
+
+
+def test_a_rebuilt_filter_knows_the_recent_tree_and_the_runs(tmp_path: Path) -> None:
+    # a rebuild fills the filter from the whole exact set: afterwards no known
+    # URL gets past it as "definitely new" (bloom_stale counts those)
+    d = str(tmp_path / "c")
+    urls = [f"http://a.test/{i}" for i in range(5000)]  # a run of 4096 and 904 recent
+    _stats(tmp_path, d, urls[:4096])
+    _stats(tmp_path, d, urls[4096:])
+    s = _summary(d)
+    assert (s["exact_runs"], s["exact_recent"]) == ([4096], 904)
+    (CrawlDir(d).seen / "bloom.bin").unlink()
+    again = _stats(tmp_path, d, urls[::7] + urls[-50:])
+    assert again["bloom_rebuilds"] == 1 and again["already_seen"] == len(urls[::7] + urls[-50:])
+    assert "bloom_stale" not in again and "new" not in again, again
