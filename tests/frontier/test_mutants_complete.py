@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from crawl.frontier import Frontier, Politeness
+from crawl.frontier import Frontier, FrontierView, Politeness
 
 T0 = 1_000_000.0
 
@@ -67,3 +67,113 @@ def test_a_url_that_is_not_a_non_empty_string_is_refused_as_such(leased: Any, ur
     [ev] = fr.complete([_fetch(lease, url=url)], T0 + 1)
     assert ev["event"] == "frontier.bad-record" and ev["error"] == 'no "url" string', ev
     assert fr.stats(T0 + 1)["in_flight"] == 1
+
+
+def _one(tmp_path: Path, **cfg: Any) -> tuple[Frontier, dict[str, Any]]:
+    fr = Frontier(tmp_path / "frontier", Politeness(**cfg))
+    fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(4)], T0)
+    [lease] = fr.next(1, 60, T0)
+    return fr, lease
+
+
+def _noted(tmp_path: Path, now: float) -> Any:
+    """The cause of a.test's wait as ``crawl why`` reads it."""
+    h = FrontierView(tmp_path / "frontier").host("a.test", now)
+    assert h is not None
+    return h["noted"]
+
+
+def test_an_expired_lease_waits_the_hosts_own_delay_from_its_last_answer_time(tmp_path: Path) -> None:
+    # the last answer took 2 s: 5 x 2 = 10 s between requests, also after an expiry
+    fr, lease = _one(tmp_path, default_delay=1.0, response_factor=5.0)
+    with fr:
+        [ev] = fr.complete([_fetch(lease, outcome="ok", status=200, ended_at=T0 + 2,
+                                   timings={"total": 2.0})], T0 + 2)
+        assert ev["next_allowed"] == T0 + 12
+        [second] = fr.next(1, 30, T0 + 12)  # never completed: expires at T0 + 42
+        assert fr.next(1, 30, T0 + 42) == []  # expired now; the host waits 10 s from here
+        assert fr.next(1, 30, T0 + 51.9) == []
+        [again] = fr.next(1, 30, T0 + 52)
+        assert again["url"] == second["url"] and again["attempt"] == 2
+
+
+def test_a_crawl_delay_below_one_second_is_honoured(tmp_path: Path) -> None:
+    fr, lease = _one(tmp_path, default_delay=0.1, response_factor=0, backoff_base=0.1)
+    with fr:
+        [ev] = fr.complete([_fetch(lease, outcome="ok", status=200, ended_at=T0 + 1, crawl_delay=0.5)], T0 + 1)
+        assert ev["next_allowed"] == T0 + 1.5
+        [nxt] = fr.next(1, 60, T0 + 1.5)
+        # a 429 without Retry-After waits at least the Crawl-delay kept from before, not --delay
+        [ev] = fr.complete([_fetch(nxt, status=429, ended_at=T0 + 2)], T0 + 2)
+        assert ev["disposition"] == "backoff" and ev["next_allowed"] == T0 + 2.5
+
+
+def test_only_a_parked_host_reports_parked_until(tmp_path: Path) -> None:
+    fr, lease = _one(tmp_path, default_delay=1.0, response_factor=0, park_after=2, park_seconds=3600.0)
+    with fr:
+        [ev] = fr.complete([_fetch(lease, outcome="timeout", status=None, ended_at=T0)], T0)
+        assert ev["disposition"] == "retry" and "parked_until" not in ev
+        assert _noted(tmp_path, T0)["cause"] == "error-backoff"
+        [nxt] = fr.next(1, 60, ev["next_allowed"])
+        [ev] = fr.complete([_fetch(nxt, outcome="timeout", status=None, ended_at=ev["next_allowed"])],
+                           ev["next_allowed"])
+        assert ev["parked_until"] == nxt["deadline"] - 60 + 3600  # the second failure in a row parks it
+        assert _noted(tmp_path, T0)["cause"] == "parked"
+        [nxt] = fr.next(1, 60, ev["parked_until"])
+        [ev] = fr.complete([_fetch(nxt, status=429, ended_at=ev["parked_until"])], ev["parked_until"])
+        assert ev["disposition"] == "backoff" and "parked_until" not in ev
+        assert _noted(tmp_path, T0)["cause"] == "backoff"
+
+
+def test_consecutive_transport_errors_double_the_wait_and_are_counted(tmp_path: Path) -> None:
+    fr, lease = _one(tmp_path, default_delay=1.0, response_factor=0, backoff_base=2.0, max_retries=10)
+    with fr:
+        t, waits = T0, []
+        for _ in range(3):
+            [ev] = fr.complete([_fetch(lease, outcome="connect-error", status=None, ended_at=t)], t)
+            assert ev["disposition"] == "retry"
+            waits.append(ev["next_allowed"] - t)
+            t = ev["next_allowed"]
+            [lease] = fr.next(1, 60, t)
+        assert waits == [2.0, 4.0, 8.0]
+        assert fr.stats(t)["retried"] == 3 and fr.stats(t)["backoffs"] == 0
+
+
+def test_rate_limits_are_counted_as_backoffs(tmp_path: Path) -> None:
+    fr, lease = _one(tmp_path, default_delay=1.0, response_factor=0)
+    with fr:
+        [ev] = fr.complete([_fetch(lease, status=503, ended_at=T0)], T0)
+        [lease] = fr.next(1, 60, ev["next_allowed"])
+        fr.complete([_fetch(lease, status=429, ended_at=ev["next_allowed"])], ev["next_allowed"])
+        assert fr.stats(T0)["backoffs"] == 2 and fr.stats(T0)["retried"] == 0
+
+
+def test_a_normal_answer_ends_the_backoff_the_failures_and_the_parking(tmp_path: Path) -> None:
+    fr, lease = _one(tmp_path, default_delay=1.0, response_factor=0, backoff_base=2.0, park_after=2,
+                     park_seconds=100.0)
+    with fr:
+        def answer(lease: dict[str, Any], t: float, **fields: Any) -> dict[str, Any]:
+            [ev] = fr.complete([_fetch(lease, ended_at=t, **fields)], t)
+            return ev
+
+        ev = answer(lease, T0, status=429)
+        assert ev["next_allowed"] == T0 + 2
+        t = T0 + 2
+        ev = answer(fr.next(1, 60, t)[0], t, outcome="timeout", status=None)  # level 2, failure 1
+        assert ev["next_allowed"] == t + 4 and "parked_until" not in ev
+        t = ev["next_allowed"]
+        ev = answer(fr.next(1, 60, t)[0], t, outcome="ok", status=200)
+        assert ev["next_allowed"] == t + 1
+        h = fr.dump("a.test", t)
+        assert (h["backoff_level"], h["consecutive_failures"]) == (0, 0)
+        t += 1
+        ev = answer(fr.next(1, 60, t)[0], t, outcome="timeout", status=None)  # the first failure again
+        assert ev["next_allowed"] == t + 2 and "parked_until" not in ev  # level 1; not parked (1 < 2)
+        t = ev["next_allowed"]
+        ev = answer(fr.next(1, 60, t)[0], t, outcome="timeout", status=None)  # the second in a row parks
+        assert ev["parked_until"] == t + 100
+        t = ev["parked_until"]
+        assert fr.dump("a.test", t - 1)["parked_until"] == t
+        ev = answer(fr.next(1, 60, t)[0], t, outcome="ok", status=200)
+        h = fr.dump("a.test", t)
+        assert h["parked_until"] is None and (h["backoff_level"], h["consecutive_failures"]) == (0, 0)
