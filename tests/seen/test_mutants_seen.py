@@ -6,6 +6,7 @@ or builds the directory's files the way the README describes them.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -243,3 +244,53 @@ def test_a_rebuilt_filter_knows_the_recent_tree_and_the_runs(tmp_path: Path) -> 
     again = _stats(tmp_path, d, urls[::7] + urls[-50:])
     assert again["bloom_rebuilds"] == 1 and again["already_seen"] == len(urls[::7] + urls[-50:])
     assert "bloom_stale" not in again and "new" not in again, again
+
+
+def _open_files() -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass  # the listing's own descriptor, gone already
+    return out
+
+
+def test_close_releases_the_environment(tmp_path: Path) -> None:
+    # a long-lived process (crawl run) opens and closes seen sets: each close
+    # must give back LMDB's file and map
+    path = tmp_path / "seen"
+    for _ in range(3):
+        with SeenSet(path) as s:
+            s.add_fps([1, 2, 3])
+            assert any(f.endswith("seen/data.mdb") for f in _open_files())
+        assert not any(str(path) in f for f in _open_files()), _open_files()
+
+
+def test_a_filter_that_cannot_be_saved_at_close_is_counted(tmp_path: Path) -> None:
+    from fullfs import fill, small_fs
+
+    with small_fs(tmp_path / "fs", "4m") as fs:
+        seen_dir = CrawlDir(fs / "c").seen
+        s = SeenSet(seen_dir, expected=400_000)  # a filter of ~0.5 MB
+        s.add_fps(list(range(1, 3000)))
+        filler = fill(fs, leave=100_000)
+        s.close()  # not an error: the file on disk still says what it covers
+        assert s.counts.get("bloom_unsaved") == 1
+        filler.unlink()
+        with SeenSet(seen_dir, expected=400_000) as again:
+            assert again.counts.get("bloom_rebuilds") == 1
+            assert all(again.contains_fps(list(range(1, 3000))))
+
+
+def test_a_big_batch_against_a_short_run_with_keys_below_it(tmp_path: Path) -> None:
+    # a run shorter than one index step (512 keys) and a batch of 256 or more
+    # (the indexed search): keys below the run's first one are simply absent
+    run = list(range(1000, 1100))
+    with SeenSet(tmp_path / "seen", delta_max=100) as s:
+        s.add_fps(run)
+        assert s.stats()["exact_runs"] == [100]
+        q = list(range(0, 1300, 4))
+        assert len(q) >= 256
+        assert s.contains_fps(q) == [x in run for x in q]
+        assert s.ids_of([999, 1000, 1099, 1100]) == [None, 0, 99, None]
