@@ -12,7 +12,11 @@ process. It moves records, never decides what to crawl:
   ``crawl.<crawl>.links.<v>`` with ``Nats-Msg-Id = node:batch:group:part:hash`` (a
   republish after a lost PubAck is dropped by the stream's duplicate
   window), wait for every PubAck, then ack the batch. ``ip`` records go to
-  the KV IP registry instead. Nothing leaves before the map has owners.
+  the KV IP registry instead, and each is answered in ``D/cluster/placed``:
+  the host stays on its own vshard, or (the first host placed on an address
+  gave the address its home vshard, and the group is still small) it is
+  re-homed there, an override every bridge learns (``homes.json``). Nothing
+  leaves before the map has owners.
 * **in**: one durable pull consumer per stream, filtered to the vshards
   this node owns and is not handing over; fetch up to 512 messages, write
   their lines into ``D/cluster/inbox`` in one fsynced transaction, then
@@ -49,6 +53,7 @@ from typing import Any
 import orjson
 import xxhash
 
+from crawl.canon import host_key
 from crawl.core import Spool, records, replace_file
 
 from .kv import Cluster, ClusterConfig, Planner, connect, ip_share, stream_name, subject
@@ -56,10 +61,13 @@ from .shards import (
     BRIDGE_STATUS,
     HANDOFF_DONE,
     HANDOFF_OUT,
+    HOMES,
     INBOX,
     MAP,
     OUTBOX,
+    PLACED,
     cluster_dir,
+    vshard,
     vshard_of_url,
 )
 
@@ -123,6 +131,9 @@ class Bridge:
         self.queued = -1
         self._map_bytes = b""
         self._plan_sig: tuple[Any, ...] | None = None
+        self.homes: dict[str, int] = {}  # re-homed host -> home vshard (every node's, from KV)
+        self._home_ip: dict[str, int] = {}  # address -> its home vshard, as read or created
+        self._homes_written: dict[str, int] | None = None
 
     # -- lifecycle --------------------------------------------------------------------
     async def run(self) -> None:
@@ -136,7 +147,11 @@ class Bridge:
         self.inbox = Spool(self.dir / INBOX)
         self.handoff = Spool(self.dir / HANDOFF_OUT)
         self.dead = Spool(self.dir / DEAD)
+        self.placed = Spool(self.dir / PLACED)
         self.planner = Planner(self.cl)
+        with contextlib.suppress(Exception):  # (read again every few seconds: _refresh_ip_share)
+            self.homes.update(await self.cl.homes())
+            self._write_homes()
         await self._beat()
         tasks = [asyncio.create_task(c) for c in
                  (self._beat_loop(), self._plan_loop(), self._out_loop(), self._status_loop())]
@@ -459,7 +474,7 @@ class Bridge:
                 len(lines))
 
     def _group(self, batch: list[tuple[bytes, bytes]], by_owner: bool = False,
-               ) -> tuple[dict[str, tuple[int, list[bytes]]], dict[str, set[int]], list[bytes]]:
+               ) -> tuple[dict[str, tuple[int, list[bytes]]], list[tuple[str, str, int]], list[bytes]]:
         """Group a claimed batch into messages: ``{id part: (vshard of the subject, lines)}``.
 
         Each vshard's records make one message on its subject, except, with
@@ -476,7 +491,7 @@ class Bridge:
         assert self.cfg is not None
         groups: dict[str, tuple[int, list[bytes]]] = {}
         owned: dict[str, tuple[list[int], list[bytes]]] = {}
-        ips: dict[str, set[int]] = {}
+        ips: list[tuple[str, str, int]] = []  # (host, address, vshard the node gave it)
         bad: list[bytes] = []
         owner = self.map.get("owner", {}) if by_owner else {}
         moving = self.map.get("moving", {}) if by_owner else {}
@@ -486,7 +501,7 @@ class Bridge:
                 v = rec.get("vshard")
                 if rec.get("kind") == "ip":
                     v = v if isinstance(v, int) else vshard_of_url(f"http://{rec['host']}/", self.cfg.v)
-                    ips.setdefault(str(rec["ip"]), set()).add(int(v))
+                    ips.append((str(rec["host"]), str(rec["ip"]), int(v)))
                     continue
                 if not isinstance(v, int) or not 0 <= v < self.cfg.v:
                     v = vshard_of_url(rec["url"], self.cfg.v)
@@ -506,22 +521,75 @@ class Bridge:
         return groups, ips, bad
 
     async def _send_spool(self, sp: Spool, tag: str, batch: list[tuple[bytes, bytes]]) -> int:
-        groups, ips, bad = self._group(batch, by_owner=sp is self.outbox)
+        groups, places, bad = self._group(batch, by_owner=sp is self.outbox)
         n = await self._publish(groups, f"{tag}{batch[0][0].hex()}")
-        if ips:
+        if places:
+            placed = await self._place(places)
+            ips: dict[str, set[int]] = {}
+            for _, ip, v in placed:
+                ips.setdefault(ip, set()).add(v)
             # each (address, vshard) goes to KV once per bridge: a crawl learns the same
-            # pairs again and again, and every KV write is a replicated, fsynced CAS
+            # pairs again and again, and every KV write is a replicated, fsynced write
             new = {ip: vs - self._ips_sent.get(ip, set()) for ip, vs in ips.items()}
             new = {ip: vs for ip, vs in new.items() if vs}
             if new:
                 await self.cl.register_ips(new)  # type: ignore[union-attr]
                 for ip, vs in new.items():
                     self._ips_sent.setdefault(ip, set()).update(vs)
+            # the answers last: the node leases a held host again once it reads one
+            await asyncio.to_thread(self.placed.put, [
+                orjson.dumps({"kind": "placed", "host": h, "ip": ip, "vshard": v}) for h, ip, v in placed])
         if bad:
             await self._dead(bad, f"unroutable {tag or 'outbox'} record")
         await asyncio.to_thread(sp.ack, [k for k, _ in batch])
         self.counts["published"] += n
         return n
+
+    async def _place(self, places: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+        """Where each newly addressed host lives: (host, address, vshard).
+
+        A host re-homed already keeps its home. Otherwise the address's home
+        is the vshard of the first host placed on it (KV ``home.<addr>``,
+        first writer wins); a host elsewhere joins it (KV override) while its
+        group has fewer than ``ip_group`` hosts, and stays on its own vshard
+        once the group is large (split by count: ``ip_share``). Overrides
+        never change, so deciding again after a crash gives the same answer.
+        """
+        assert self.cfg is not None and self.cl is not None
+        out = []
+        wrote = False
+        for host, ip, v in places:
+            nat = vshard(host, self.cfg.v)
+            eff = self.homes.get(host)
+            if eff is None and v != nat:
+                eff = v  # its node routes it by an override this bridge has not read yet
+                self.homes[host] = v
+                wrote = True
+            if eff is None and self.cfg.ip_group > 1:
+                home = self._home_ip.get(ip)
+                if home is None:
+                    home = self._home_ip[ip] = await self.cl.home_of(ip, nat)
+                if home != nat and await self.cl.group_size(ip) + 2 <= self.cfg.ip_group \
+                        and await self.cl.rehome(ip, home, host):
+                    eff = self.homes[host] = home
+                    wrote = True
+                    self.counts["rehomed"] += 1
+            out.append((host, ip, nat if eff is None else eff))
+        if wrote:
+            self._write_homes()
+        return out
+
+    def _write_homes(self) -> None:
+        """``D/cluster/homes.json``: every re-homed host the bridge knows (only on change)."""
+        if self.homes == self._homes_written:
+            return
+        data = orjson.dumps({"homes": self.homes})
+        try:
+            replace_file(self.dir / HOMES, lambda fh: fh.write(data), sync=False)
+        except OSError as exc:
+            self._note("cannot write homes.json", exc)
+        else:
+            self._homes_written = dict(self.homes)
 
     async def _out_loop(self) -> None:
         """Publish the outbox: a full claim at once, otherwise what gathered over
@@ -590,12 +658,16 @@ class Bridge:
         lines: list[bytes] = []
         poison: list[bytes] = []
         redelivered = 0
+        learnt = False
         for m in msgs:
             body = m.data.split(b"\n") if m.data else []
             try:
                 for line in body:
-                    if not isinstance(orjson.loads(line), dict):
+                    rec = orjson.loads(line)
+                    if not isinstance(rec, dict):
                         raise ValueError("not an object")
+                    if "home" in rec:  # a re-homed host: known here before its URLs are admitted
+                        learnt = self._learn(rec) or learnt
             except (orjson.JSONDecodeError, ValueError):
                 poison.append(orjson.dumps({"kind": "dead", "subject": m.subject,
                                             "data": m.data.decode("utf-8", "replace")}))
@@ -604,6 +676,8 @@ class Bridge:
             with contextlib.suppress(Exception):
                 if m.metadata.num_delivered > 1:
                     redelivered += len(body)
+        if learnt:
+            self._write_homes()
         if lines:
             await asyncio.to_thread(self.inbox.put, lines)
         if poison:
@@ -612,6 +686,17 @@ class Bridge:
             await m.ack()
         self.counts["consumed"] += len(lines)
         self.counts["redelivered"] += redelivered
+
+    def _learn(self, rec: dict[str, Any]) -> bool:
+        try:
+            key = rec["host"] if rec.get("kind") in ("host", "seen") else host_key(rec["url"])
+            v = int(rec["vshard"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        if not isinstance(key, str) or self.homes.get(key) == v or v == vshard(key, self.cfg.v):  # type: ignore[union-attr]
+            return False
+        self.homes[key] = v
+        return True
 
     async def _dead(self, items: list[bytes], why: str, raw: bool = False) -> None:
         recs = items if raw else [orjson.dumps({"kind": "dead", "data": i.decode("utf-8", "replace")})
@@ -667,7 +752,12 @@ class Bridge:
         if mark == self._ip_mark:
             return
         self._ip_mark = mark
-        reg = await self.cl.ip_registry()  # type: ignore[union-attr]
+        keys = await self.cl.keys_ip()  # type: ignore[union-attr]
+        reg = await self.cl.ip_registry(keys)  # type: ignore[union-attr]
+        homes = await self.cl.homes(keys)  # type: ignore[union-attr]
+        if any(self.homes.get(h) != v for h, v in homes.items()):
+            self.homes.update(homes)
+            self._write_homes()
         share = ip_share(reg, self.map.get("owner", {}))
         if share != self.ip_share:
             self.ip_share = share
@@ -711,6 +801,7 @@ class Bridge:
                      "republished": self.counts["republished"],
                      "messages": self.counts["messages"],
                      "handed_over": self.counts["handed_over"],
+                     "rehomed": self.counts["rehomed"], "homes": len(self.homes),
                      "lag": self.lag, "queued_in_streams": self.queued,
                      "cluster_idle": self.cluster_idle,
                      "draining": sorted(self.draining), "error": self.error,

@@ -25,6 +25,12 @@ cluster`` commands, never by the trio crawl process.
 * **IP registry** (bucket ``crawl-<crawl>-ip``, a key ``ip.<addr>.<vshard>``
   per vshard whose hosts resolved to that address). ``ip_share`` counts, from
   the registry and the map, how many nodes hold hosts on each IP.
+* **Homes** (same bucket): ``home.<addr>`` names the vshard of the first host
+  placed on an address (created once, first writer wins), and
+  ``o.<addr>.<home>.<host>`` re-homes one host of a small group to it (created
+  once per host, never changed). A host's shard is then its home's, wherever
+  the map puts that vshard: the group has one owner, and a handoff of the home
+  vshard carries its re-homed hosts along.
 """
 
 from __future__ import annotations
@@ -78,6 +84,33 @@ def ip_key(ip: str) -> str:
     return "ip." + re.sub(r"[^A-Za-z0-9.-]", "_", ip)
 
 
+def addr_token(ip: str) -> str:
+    """An address as ONE key token (its dots and colons become underscores)."""
+    return re.sub(r"[^A-Za-z0-9-]", "_", ip)
+
+
+HOST_TOKEN = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*(:[0-9]{1,5})?$")
+
+
+def host_token(host: str) -> str | None:
+    """A host key (``host[:port]``) as the tail of a KV key (``:`` becomes ``=``), or
+    None for one a key cannot carry (such a host is never re-homed)."""
+    return host.replace(":", "=") if HOST_TOKEN.match(host) else None
+
+
+def override_key(ip: str, home: int, host: str) -> str | None:
+    tok = host_token(host)
+    return None if tok is None else f"o.{addr_token(ip)}.{home}.{tok}"
+
+
+def parse_override(key: str) -> tuple[str, int, str] | None:
+    """``o.<addr>.<home>.<host>`` -> (addr token, home vshard, host key)."""
+    parts = key.split(".", 3)
+    if len(parts) != 4 or parts[0] != "o" or not parts[2].isdigit():
+        return None
+    return parts[1], int(parts[2]), parts[3].replace("=", ":")
+
+
 def stream_ranges(v: int, streams: int) -> list[range]:
     """The vshards of each stream: ``streams`` contiguous ranges covering 0..v-1."""
     streams = max(1, min(streams, v))
@@ -113,6 +146,10 @@ class ClusterConfig:
     grace: float = 60.0
     ack_wait: float = 60.0
     expect: int = 0  # members the first map waits for (up to the grace), 0: whoever is there
+    # Hosts sharing an address are re-homed to one vshard (one owner, the whole --per-ip
+    # cap) while the group has at most this many; larger groups are split by count.
+    # 0 or 1: never re-home.
+    ip_group: int = 16
 
     def ranges(self) -> list[range]:
         return stream_ranges(self.v, self.streams)
@@ -397,10 +434,57 @@ class Cluster:
         await asyncio.gather(*(self.kv_ip.put(k, b"") for k in keys))
         return len(keys)
 
-    async def ip_registry(self) -> dict[str, list[int]]:
+    async def home_of(self, ip: str, v: int) -> int:
+        """The home vshard of an address: ``v`` if this call is the first to place a host
+        on it (``home.<addr>`` created), else the one stored (first writer wins)."""
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        key = f"home.{addr_token(ip)}"
+        try:
+            await self.kv_ip.create(key, str(v).encode())
+            return v
+        except KeyWrongLastSequenceError:
+            entry = await self.kv_ip.get(key)
+            return int(entry.value or v)
+
+    async def group_size(self, ip: str) -> int:
+        """Hosts re-homed on ``ip`` so far (one stream-info call over its override keys)."""
+        pre = f"$KV.{ip_bucket(self.crawl)}.o.{addr_token(ip)}."
+        info = await self.js.stream_info(f"KV_{ip_bucket(self.crawl)}", subjects_filter=pre + ">")
+        return len(info.state.subjects or {})
+
+    async def rehome(self, ip: str, home: int, host: str) -> bool:
+        """Write the override re-homing ``host`` to vshard ``home``; False if it cannot be
+        keyed. Idempotent (the key names everything; its value is empty)."""
+        key = override_key(ip, home, host)
+        if key is None:
+            return False
+        await self.kv_ip.put(key, b"")
+        return True
+
+    async def keys_ip(self) -> list[str]:
+        """The IP bucket's keys (one stream-info call), for :meth:`homes` and :meth:`ip_registry`."""
+        return await _keys(self.js, ip_bucket(self.crawl))
+
+    async def homes(self, keys: list[str] | None = None) -> dict[str, int]:
+        """Every re-homed host -> its home vshard (the lowest, should a host have two
+        overrides: learnt under two addresses), from one stream-info call."""
+        out: dict[str, int] = {}
+        for k in await self.keys_ip() if keys is None else keys:
+            if not k.startswith("o."):
+                continue
+            got = parse_override(k)
+            if got is not None:
+                _, home, host = got
+                out[host] = min(home, out.get(host, home))
+        return out
+
+    async def ip_registry(self, keys: list[str] | None = None) -> dict[str, list[int]]:
         """Address -> the sorted vshards whose hosts resolved to it."""
         out: dict[str, set[int]] = {}
-        for k in await _keys(self.js, ip_bucket(self.crawl)):
+        for k in await self.keys_ip() if keys is None else keys:
+            if not k.startswith("ip."):
+                continue
             addr, _, v = k[len("ip."):].rpartition(".")
             if not addr or not v.isdigit():
                 continue

@@ -27,6 +27,13 @@ process (the only one that talks to NATS), through files and spools in
 * **addresses**: the host -> IP pairs fetches learn go to the outbox as
   ``ip`` records, for the bridge's IP registry (per-IP shares, map.json
   ``ip_share``, which the frontier applies to its per-IP cap).
+* **placement** (small per-IP groups under one owner): a host whose address
+  this node learns for the first time (its first fetch, robots.txt as a
+  rule) is not leased again until the bridge has placed it (``placed``
+  spool): it stays, or it is re-homed to its address group's home vshard,
+  and then leaves this frontier whole (host state, queued and done URLs, as
+  in a handoff) for that vshard's owner. Its URLs carry ``home`` from then
+  on, so whoever receives them knows the override before admitting them.
 
 Everything here is blocking (LMDB); the run calls it from worker threads.
 """
@@ -47,7 +54,16 @@ from crawl.canon import host_key
 from crawl.core import Record, Spool, records, replace_file
 from crawl.frontier import Frontier, host_names, merge_done, merge_host_state, take_hosts
 
-from .shards import BRIDGE_STATUS, HANDOFF_DONE, HANDOFF_OUT, INBOX, OUTBOX, ShardMap, cluster_dir
+from .shards import (
+    BRIDGE_STATUS,
+    HANDOFF_DONE,
+    HANDOFF_OUT,
+    INBOX,
+    OUTBOX,
+    PLACED,
+    ShardMap,
+    cluster_dir,
+)
 
 INBOX_BATCH = 512
 NODE_STATUS = "node-status.json"  # D/cluster/: this node idle or not, for the bridge's heartbeat
@@ -83,19 +99,21 @@ def node_id(crawl_dir: str | os.PathLike[str], given: str | None = None) -> str:
 def route_records(smap: ShardMap, outbox: Spool, recs: list[Record]) -> list[bool]:
     """Put the records of shards not admitted here into ``outbox`` (one fsynced put,
     each with its ``vshard``); True for each record that stays."""
-    local, away = smap.local, []
+    local, away, homes = smap.local, [], smap.homes
     keep: list[bool] = []
     for rec in recs:
         try:
-            shard = smap.shard(host_key(rec["url"]))
+            key = host_key(rec["url"])
         except (KeyError, TypeError, ValueError):
             keep.append(True)  # no host: the frontier rejects it and says why
             continue
+        shard = smap.shard(key)
         if shard in local:
             keep.append(True)
         else:
             keep.append(False)
-            away.append({**rec, "vshard": shard})
+            # a re-homed host's URLs say so: the receiver routes by the override at once
+            away.append({**rec, "vshard": shard, "home": 1} if key in homes else {**rec, "vshard": shard})
     if away:
         outbox.put(away)
     return keep
@@ -112,8 +130,14 @@ class Node:
         self.outbox = Spool(self.dir / OUTBOX)
         self.inbox = Spool(self.dir / INBOX)
         self.handoff_out = Spool(self.dir / HANDOFF_OUT)
+        self.placed = Spool(self.dir / PLACED)
         self.frontier = frontier
-        frontier.lease_filter = self.map.may_lease
+        # hosts whose address this process reported and the bridge has not placed yet
+        # (replaced whole on change: the lease thread reads it without a lock)
+        self.unplaced: frozenset[str] = frozenset()
+        self._moving: set[str] = set()  # re-homed hosts still to take out (a lease in flight)
+        self.unplaced = frozenset(self._unanswered())  # a restart keeps the holds
+        frontier.lease_filter = self.may_lease
         frontier.ip_share = self.map.ip_share
         self.counts: dict[str, int] = {}
         self._ips: dict[str, str] = {}
@@ -130,6 +154,26 @@ class Node:
         self.outbox.close()
         self.inbox.close()
         self.handoff_out.close()
+        self.placed.close()
+
+    def _unanswered(self) -> set[str]:
+        """Hosts whose address report is still in the outbox (a run that died left it):
+        held again until the bridge answers, as :meth:`saw` held them."""
+        out = set()
+        for data in self.outbox.peek(claimed=True):
+            if b'"kind":"ip"' not in data:
+                continue
+            try:
+                host = orjson.loads(data)["host"]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                continue
+            if isinstance(host, str) and host not in self.map.homes:
+                out.add(host)
+        return out
+
+    def may_lease(self, key: str) -> bool:
+        """The lease filter: the map allows the host's shard, and the host is placed."""
+        return key not in self.unplaced and self.map.may_lease(key)
 
     def count(self, key: str, n: int = 1) -> None:
         if n:
@@ -174,6 +218,8 @@ class Node:
                 self.count("inbox/bad")
                 continue
             kind = rec.get("kind") if isinstance(rec, dict) else None
+            if kind is not None and rec.pop("home", None) and isinstance(rec.get("vshard"), int):
+                self._learn(rec)
             if kind in records.URL_KINDS and isinstance(rec.get("url"), str):
                 rec.pop("vshard", None)
                 urls.append(rec)
@@ -209,9 +255,22 @@ class Node:
         self.inbox.ack(k for k, _ in claimed)
         return len(claimed)
 
+    def _learn(self, rec: Record) -> None:
+        try:
+            key = rec["host"] if rec.get("kind") in ("host", "seen") else host_key(rec["url"])
+        except (KeyError, TypeError, ValueError):
+            return
+        if isinstance(key, str) and rec["vshard"] != self.map.natural(key):
+            self.map.learn(key, int(rec["vshard"]))
+
     def saw(self, results: list[Record]) -> None:
-        """Report host -> IP pairs the fetches learned (new ones only) to the bridge."""
+        """Report host -> IP pairs the fetches learned (new ones only) to the bridge.
+
+        Called before the results complete their leases: a host not re-homed
+        already is held (not leased again) until the bridge has placed it.
+        """
         out = []
+        hold = []
         for rec in results:
             host, ip = rec.get("host"), rec.get("ip")
             if not isinstance(host, str) or not isinstance(ip, str) or not ip or self._ips.get(host) == ip:
@@ -220,8 +279,46 @@ class Node:
                 self._ips.clear()
             self._ips[host] = ip
             out.append(records.make("ip", host=host, ip=ip, vshard=self.map.shard(host)))
+            if host not in self.map.homes:
+                hold.append(host)
         if out:
+            if hold:
+                self.unplaced = self.unplaced | frozenset(hold)
             self.outbox.put(out)
+
+    def place(self, now: float | None = None) -> dict[str, int]:
+        """Apply the bridge's placements: release the held hosts, and move the re-homed
+        ones out whole (as a handoff does) to their home vshard's owner. A host with a
+        lease in flight waits for the next round."""
+        now = time.time() if now is None else now
+        claimed = self.placed.claim(4096)
+        released: set[str] = set()
+        m = self.map
+        for _, data in claimed:
+            try:
+                rec = orjson.loads(data)
+                host, v = rec["host"], int(rec["vshard"])
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                self.count("placed/bad")
+                continue
+            if v != m.natural(host):
+                m.learn(host, v)
+                self.count("placed/rehomed")
+            released.add(host)
+            if m.shard(host) not in m.local and m.owner_of(m.shard(host)):
+                self._moving.add(host)
+        got = {"hosts": 0, "urls": 0}
+        if self._moving:
+            names = sorted(self._moving)
+            res = take_hosts(self.frontier, names, now, self._sink(self.outbox))
+            self._moving = set(res["busy"])
+            got = {"hosts": res["hosts"], "urls": res["urls"]}
+            self.count("placed/moved_urls", res["urls"])
+        if released:
+            self.unplaced = self.unplaced - released
+        if claimed:
+            self.placed.ack(k for k, _ in claimed)
+        return got
 
     # -- handoff and strays ------------------------------------------------------
 
@@ -286,14 +383,24 @@ class Node:
         def put(recs: list[Record]) -> None:
             # A slice's URLs are marked: they were queued, not merely linked, so their new
             # owner queues them even if its seen set knows them (it owned them before).
-            spool.put([{**r, "vshard": shard(host_key(r["url"])), "handoff": True} if r["kind"] == "url"
-                       else {**r, "vshard": shard(r["host"])} for r in recs])
+            # A re-homed host's records say so (``home``): the receiver knows the override
+            # before it admits them.
+            out = []
+            for r in recs:
+                key = host_key(r["url"]) if r["kind"] == "url" else r["host"]
+                rec = {**r, "vshard": shard(key), "handoff": True} if r["kind"] == "url" \
+                    else {**r, "vshard": shard(key)}
+                if key in self.map.homes:
+                    rec["home"] = 1
+                out.append(rec)
+            spool.put(out)
         return put
 
     def spools_empty(self) -> bool:
         """Nothing waits in this node's spools (what it routed left, what came in was admitted)."""
-        out, inn = self.outbox.counts(), self.inbox.counts()
-        return not (out["queued"] or out["claimed"] or inn["queued"] or inn["claimed"])
+        out, inn, pl = self.outbox.counts(), self.inbox.counts(), self.placed.counts()
+        return not (out["queued"] or out["claimed"] or inn["queued"] or inn["claimed"]
+                    or pl["queued"] or pl["claimed"] or self.unplaced or self._moving)
 
     def note_idle(self, idle: bool, now: float | None = None) -> None:
         """Tell the bridge whether this node has nothing left to do (``node-status.json``,

@@ -13,6 +13,12 @@ whenever the shard map changes; the crawl process reads it through
 is this shard mine, may I lease it now (not draining, not fenced)? Each
 answer reads one attribute that a refresh replaces whole, so the lease
 thread and the admission thread never see half of a new map.
+
+A host of a small per-IP group may be **re-homed** to its group's home
+vshard (``D/cluster/homes.json``, from the KV overrides: crawl/cluster/kv.py);
+its shard is then that vshard for routing, leasing, handoffs and sweeps
+alike. An override never changes once written, so a node that learns one
+from a record (a re-homed host's URLs carry ``home``) may keep it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ MAP = "map.json"
 HANDOFF_OUT = "handoff-out"
 HANDOFF_DONE = "handoff-done.json"
 BRIDGE_STATUS = "bridge-status.json"
+HOMES = "homes.json"  # re-homed hosts -> home vshard (small per-IP groups), written by the bridge
+PLACED = "placed"  # spool: the bridge's answers to this node's first sightings of hosts' addresses
 
 
 def vshard(key: str, v: int = DEFAULT_V) -> int:
@@ -87,10 +95,44 @@ class ShardMap:
         self.v = DEFAULT_V
         self.node = ""
         self.crawl = ""
+        self.homes_path = cluster_dir(crawl_dir) / HOMES
+        self._homes_sig: tuple[int, int, int] | None = None
+        self.homes: dict[str, int] = {}  # host key -> home vshard (re-homed hosts only)
         self.refresh()
 
     def refresh(self) -> bool:
         """Re-read the map if it was replaced since the last look; True when it changed."""
+        homes = self._refresh_homes()
+        return self._refresh_map() or homes
+
+    def _refresh_homes(self) -> bool:
+        try:
+            st = os.stat(self.homes_path)
+        except FileNotFoundError:
+            return False
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if sig == self._homes_sig:
+            return False
+        try:
+            data = orjson.loads(self.homes_path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return False
+        if not isinstance(data, dict) or not isinstance(data.get("homes"), dict):
+            return False
+        self._homes_sig = sig
+        # merged, never replaced: an override learnt from a record stays (they never change)
+        new = {str(h): int(v) for h, v in data["homes"].items()}
+        if all(self.homes.get(h) == v for h, v in new.items()):
+            return False
+        self.homes = {**self.homes, **new}
+        return True
+
+    def learn(self, host: str, v: int) -> None:
+        """Keep an override seen on a record (its sender knew it; it never changes)."""
+        if self.homes.get(host) != v:
+            self.homes = {**self.homes, host: v}
+
+    def _refresh_map(self) -> bool:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -154,7 +196,12 @@ class ShardMap:
         return (time.time() if now is None else now) - self.ts > self.fence_after
 
     def shard(self, key: str) -> int:
-        """The vshard of a host key under this map's ``V``."""
+        """The vshard of a host key under this map's ``V``: its home's when re-homed."""
+        home = self.homes.get(key)
+        return zlib.crc32(key.encode()) % self.v if home is None else home
+
+    def natural(self, key: str) -> int:
+        """The vshard of a host key by its hash alone (ignoring a re-homing)."""
         return zlib.crc32(key.encode()) % self.v
 
     def owns(self, shard: int) -> bool:

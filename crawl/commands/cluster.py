@@ -123,12 +123,16 @@ def dev_cmd(nodes: int, root: Path, detach: bool, stop: bool) -> None:
 @click.option("--nodes", "expect", type=click.IntRange(0), default=0, show_default=True,
               help="Crawl nodes the first shard map waits for (at most the grace), so nodes "
                    "started together get their shards at once instead of by handoff.")
+@click.option("--ip-group", type=click.IntRange(0), default=16, show_default=True,
+              help="Hosts that share an address go to one node (the whole --per-ip cap there) "
+                   "while they are at most this many; larger groups split the cap by count. "
+                   "0: never.")
 def init_cmd(servers: str, crawl_name: str, vshards: int | None, streams: int, replicas: int,
-             ttl: float, grace: float, ack_wait: float, expect: int) -> None:
+             ttl: float, grace: float, ack_wait: float, expect: int, ip_group: int) -> None:
     """Create a crawl's streams, KV buckets and empty shard map (idempotent)."""
     check_name("crawl", crawl_name)
     cfg = ClusterConfig(crawl=crawl_name, v=vshards or DEFAULT_V, streams=streams, replicas=replicas,
-                        ttl=ttl, grace=grace, ack_wait=ack_wait, expect=expect)
+                        ttl=ttl, grace=grace, ack_wait=ack_wait, expect=expect, ip_group=ip_group)
     created, cfg = asyncio.run(init_cluster(servers, cfg, v_given=vshards is not None))
     what = "created" if created else "exists already (kept as it was)"
     click.echo(f"crawl {crawl_name} {what}: {cfg.v} vshards over {cfg.streams} streams, "

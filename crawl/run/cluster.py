@@ -119,6 +119,7 @@ def _handoff_round(crawl: Crawl) -> dict[str, Any] | None:
     node = crawl.node
     assert node is not None
     node.refresh()
+    node.place()  # hosts the bridge placed: held ones released, re-homed ones moved out
     done = node.handoff()
     node.sweep()
     p = crawl.frontier.pending()

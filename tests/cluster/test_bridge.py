@@ -124,7 +124,7 @@ def pair(cluster3: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """Two bridges, a and b, on one crawl of 16 vshards, shared by the tests that only add
     traffic (each looks at its own records)."""
     n = Nodes(tmp_path_factory.mktemp("pair"), cluster3.servers_arg, "pair")
-    init(cluster3, "pair", v=16, ttl=3, grace=5)
+    init(cluster3, "pair", v=16, ttl=3, grace=5, ip_group=3)
     n.start("a"), n.start("b")
     wait_for(formed(n, ["a", "b"], 16), what="a map that gives every shard to a or b")
     yield n
@@ -326,19 +326,53 @@ def test_drain_hands_shards_over_through_the_handoff_spool(nodes: Nodes, cluster
     assert done.returncode == 0 and "owns no shard" in done.stdout
 
 
-def test_learned_addresses_become_counted_ip_shares(pair: Nodes) -> None:
-    va, vb = pair.map("a")["owned"][0], pair.map("b")["owned"][0]
+def placed(d: Path) -> dict[str, int]:
+    """The bridge's answers in a node's placed spool: host -> vshard."""
+    with Spool(d / "cluster" / "placed") as sp:
+        return {r["host"]: r["vshard"] for r in map(orjson.loads, sp.peek(claimed=True))}
+
+
+def host_on(vs: list[int], v: int, skip: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+    return next(h for h in (f"g{i}.test" for i in range(10_000)) if vshard_of_url(f"http://{h}/", v) in vs
+                and h not in skip)
+
+
+def test_small_ip_groups_get_one_home_large_ones_counted_shares(pair: Nodes) -> None:
+    """Hosts sharing an address go to the vshard of the first one placed while the group
+    is small (ip_group 3 here), each answered in its node's placed spool and known to
+    every bridge (homes.json); beyond that they stay, and the address is split by count."""
+    a_vs, b_vs = pair.map("a")["owned"], pair.map("b")["owned"]
+    ha = host_on(a_vs, 16)
     with Spool(pair.root / "a" / "cluster" / "outbox") as sp:
-        sp.put([{"kind": "ip", "host": "ha.test", "ip": "127.0.0.9", "vshard": va},
-                {"kind": "ip", "host": "hc.test", "ip": "127.0.0.10", "vshard": va}])
-    with Spool(pair.root / "b" / "cluster" / "outbox") as sp:
-        sp.put([{"kind": "ip", "host": "hb.test", "ip": "127.0.0.9", "vshard": vb}])
-    # 127.0.0.9 has hosts on both nodes (k = 2); 127.0.0.10 only on a: no share
-    for n in "ab":
+        sp.put([{"kind": "ip", "host": ha, "ip": "127.0.0.9", "vshard": vshard_of_url(f"http://{ha}/", 16)},
+                {"kind": "ip", "host": "hc.test", "ip": "127.0.0.10", "vshard": a_vs[0]}])
+    wait_for(lambda: len(placed(pair.root / "a")) == 2, what="a's answers")
+    home = placed(pair.root / "a")[ha]
+    assert home == vshard_of_url(f"http://{ha}/", 16)  # the first host gives the address its home
+    hb = host_on([v for v in b_vs if v != home], 16)
+    hd = host_on([v for v in b_vs if v != home], 16, {hb})
+    he = host_on([v for v in b_vs if v != home], 16, {hb, hd})
+    for h in (hb, hd, he):  # one by one: the group's size decides
+        with Spool(pair.root / "b" / "cluster" / "outbox") as sp:
+            sp.put([{"kind": "ip", "host": h, "ip": "127.0.0.9", "vshard": vshard_of_url(f"http://{h}/", 16)}])
+        wait_for(lambda h=h: h in placed(pair.root / "b"), what=f"b's answer for {h}")
+    got = placed(pair.root / "b")
+    assert (got[hb], got[hd]) == (home, home)  # re-homed: one owner for the small group
+    assert got[he] == vshard_of_url(f"http://{he}/", 16)  # the fourth: the group is large, it stays
+    for n in "ab":  # every bridge learns the overrides; the address is held by two nodes now
+        wait_for(lambda n=n: {hb: home, hd: home}.items() <= jload(pair.root / n / "cluster" / "homes.json")
+                 .get("homes", {}).items(), what=f"{n}'s homes.json")
         wait_for(lambda n=n: pair.map(n).get("ip_share") == {"127.0.0.9": 2}, what=f"{n}'s ip_share")
     for n in "ab":  # not routed as links
         with Spool(pair.root / n / "cluster" / "inbox") as sp:
             assert not [r for r in sp.peek(claimed=True) if orjson.loads(r).get("kind") == "ip"]
+
+
+def jload(path: Path) -> dict[str, Any]:
+    try:
+        return orjson.loads(path.read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return {}
 
 
 def test_status_shows_members_epoch_shards_and_problems(pair: Nodes, cluster3: DevCluster) -> None:

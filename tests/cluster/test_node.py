@@ -387,3 +387,48 @@ def test_a_link_that_overtakes_the_slice_does_not_fetch_a_done_page_again(two: A
     at_b = {x["url"] for x in lease_all(b, time.time() + 5)}
     assert at_b == set(urls) - done_at_a  # nothing fetched twice, nothing lost
     assert b.admit([link(u) for u in sorted(done_at_a)], time.time())["added"] == 0  # and known for later
+
+
+def test_a_host_is_held_until_placed_then_moves_whole_to_its_home(two: Any, tmp_path: Path) -> None:
+    """Small per-IP groups under one owner, the node's part: a host whose address a
+    fetch has just taught is leased no more until the bridge places it; placed on its
+    own shard it goes on here; re-homed to a vshard of b it leaves whole (state,
+    queued URLs) with the override on every record, and b, told by the records
+    alone, admits, leases and routes it as its own; a routes later links to b."""
+    a, b = two
+    mine, stays = hosts_of(A_SHARDS, 2)
+    home = B_SHARDS[1]
+    now = time.time()
+    a.frontier.add([records.make("url", url=f"http://{h}/{p}") for h in (mine, stays) for p in ("a", "b")], now)
+    first = {x["host"]: x for x in a.frontier.next(10, 30.0, now)}
+    assert set(first) == {mine, stays}
+    # first contact answered: robots.txt was read, the page waits for the host's next turn
+    res = [{"kind": "fetch", "v": 1, "url": x["url"], "lease": x["lease"], "outcome": "deferred",
+            "host": h, "ip": "127.0.5.5"} for h, x in first.items()]
+    a.node.saw(res)
+    a.frontier.complete(res, now)
+    assert a.node.unplaced == {mine, stays}
+    assert a.frontier.next(10, 30.0, now + 5) == []  # held: no lease before the bridge answers
+    ips = [r for r in queued(a.node.outbox) if r["kind"] == "ip"]
+    assert sorted((r["host"], r["vshard"]) for r in ips) == sorted((h, vshard(h, V)) for h in (mine, stays))
+    a.node.outbox.ack(k for k, _ in a.node.outbox.claim(100))
+    a.node.placed.put([{"kind": "placed", "host": mine, "ip": "127.0.5.5", "vshard": home},  # the bridge's answer
+                       {"kind": "placed", "host": stays, "ip": "127.0.5.5", "vshard": vshard(stays, V)}])
+    got = a.node.place(now + 1)
+    assert got["hosts"] == 1 and got["urls"] == 2 and not a.node.unplaced
+    leased = a.frontier.next(10, 30.0, now + 10)  # (a held host is looked at again a little later)
+    assert [x["host"] for x in leased] == [stays]  # the one that stayed goes on here
+    out = queued(a.node.outbox)
+    assert {r["kind"] for r in out} == {"host", "url"}
+    assert all(r["vshard"] == home and r.get("home") == 1 for r in out)
+    host_rec = next(r for r in out if r["kind"] == "host")
+    assert host_rec["next_allowed"] >= now + 1.0 - 0.01  # its politeness state went with it
+    play_bridge(a.node.outbox, b.node.inbox, B_SHARDS)
+    b.process_one_batch()
+    assert b.node.map.shard(mine) == home
+    moved = b.frontier.next(10, 30.0, host_rec["next_allowed"] + 0.1)
+    assert [x["url"] for x in moved] == [f"http://{mine}/a"]
+    # later links: a sends them to b with the override; b keeps one of its own
+    assert a.node.route([link(f"http://{mine}/c")]) == [False]
+    assert queued(a.node.outbox)[-1]["vshard"] == home and queued(a.node.outbox)[-1]["home"] == 1
+    assert b.node.route([link(f"http://{mine}/d")]) == [True]
