@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from crawl.frontier import Frontier, Politeness
 
 T0 = 1_000_000.0
@@ -106,3 +108,51 @@ def test_adds_are_counted_and_a_bad_url_is_rejected_with_a_reason(tmp_path: Path
         assert [(r["kind"], r["input"]) for r in rejects] == [("reject", "http://[bad/")]
         assert "invalid-host" in rejects[0]["error"]
         assert fr.stats(T0)["added"] == 3 and fr.stats(T0)["queued"] == 3
+
+
+def test_a_transaction_that_only_read_host_states_does_not_vouch_for_them(tmp_path: Path) -> None:
+    # an add of URLs already done reads their hosts' states and writes nothing: its commit takes no
+    # transaction id, so the next writer's commit (another process) takes the one it would vouch with
+    path = tmp_path / "frontier"
+    with Frontier(path, Politeness(default_delay=1.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
+        [lease] = fr.next(1, 600, T0)
+        fr.complete([{"kind": "fetch", "v": 1, "url": lease["url"], "lease": lease["lease"], "outcome": "ok",
+                      "status": 200, "ended_at": T0 + 1}], T0 + 1)  # a.test's queue is empty now
+        assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0 + 1)["known"] == 1  # reads a.test
+        _other_process(path, f"fr.add([{{'kind': 'url', 'v': 1, 'url': 'http://a.test/2'}}], {T0 + 2})\nout = 0")
+        [nxt] = fr.next(1, 600, T0 + 10)  # this process sees the host as the other one left it
+        assert nxt["url"] == "http://a.test/2"
+        assert fr.dump("a.test", T0 + 10)["queued"] == 0
+        fr.complete([{"kind": "fetch", "v": 1, "url": nxt["url"], "lease": nxt["lease"], "outcome": "ok",
+                      "status": 200}], T0 + 10)
+        assert fr.stats(T0 + 10)["queued"] == 0 and fr.stats(T0 + 10)["done"] == 2
+
+
+def test_release_leases_counts_the_urls_it_drops(tmp_path: Path) -> None:
+    # a crawl run that finds its predecessor's leases: what went back and what ran out of attempts
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0, max_leases=2)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/1"} for i in range(3)], T0)
+        assert len(fr.next(10, 600, T0)) == 3
+        assert fr.release_leases(T0 + 1, T0 - 1) == {"released": 3, "dropped": 0, "kept": 0, "kept_until": None}
+        again = fr.next(10, 600, T0 + 10)
+        assert sorted(x["attempt"] for x in again) == [2, 2, 2]
+        assert fr.release_leases(T0 + 11, T0 + 5) == {"released": 0, "dropped": 3, "kept": 0, "kept_until": None}
+        assert fr.stats(T0 + 11)["dropped"] == 3
+
+
+@pytest.mark.parametrize("why", ["cap", "too-long"])
+def test_a_host_whose_first_urls_were_all_refused_takes_urls_later(tmp_path: Path, why: str) -> None:
+    # the host's id is created before its first URL is refused (the per-host cap, a URL too long):
+    # the host must still be whole, for this process and for the next one with other settings
+    path = tmp_path / "frontier"
+    cap = 0 if why == "cap" else 100
+    url = "http://a.test/1" if why == "cap" else "http://a.test/" + "x" * 40_000
+    with Frontier(path, Politeness(default_delay=1.0, host_queue_cap=cap)) as fr:
+        counts = fr.add([{"kind": "url", "v": 1, "url": url}], T0, [])
+        assert counts["added"] == 0 and counts["dropped_host_cap" if why == "cap" else "rejected"] == 1
+        assert fr.dump("a.test", T0)["queued"] == 0
+    with Frontier(path, Politeness(default_delay=1.0)) as fr:
+        assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/2"}], T0)["added"] == 1
+        [lease] = fr.next(1, 600, T0)
+        assert lease["url"] == "http://a.test/2" and fr.stats(T0)["hosts"] == 1
