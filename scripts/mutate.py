@@ -330,20 +330,6 @@ UNOBSERVABLE: dict[str, str] = {
 
 # Survivors looked at and neither killed by a test nor shown equivalent: open.
 OPEN: dict[str, str] = {
-    "crawl/frontier/tx.py::Tx.__init__::number::False -> True":
-        "a transaction that wrote nothing then vouches for its host states (a carry); another process's "
-        "commit can take the id it vouches with. tests/frontier/test_mutants_tx.py builds that case and "
-        "the stale carry changes no lease there; whether some decision can go wrong is not shown",
-    "crawl/frontier/tx.py::Tx.carry::drop::if not self.wrote or len(self.hosts) > CARRY_HOSTS -> pass":
-        "as above (a carry after a transaction that wrote nothing)",
-    "crawl/frontier/tx.py::Tx.carry::not::not self.wrote -> (self.wrote)":
-        "as above",
-    "crawl/frontier/tx.py::Tx.counter::number::0 -> (1)":
-        "a counter read before its first change this transaction reads one too many: ids skip numbers; "
-        "whether any id or count a user sees changes is not shown",
-    "crawl/frontier/tx.py::Tx.host_id::drop::self.dirty.add(hid) -> pass":
-        "a new host's empty state is not written unless a later step changes it; whether a host id can "
-        "be committed without its state (a rejected add, a slice import) is not shown",
 }
 
 
