@@ -171,9 +171,22 @@ def test_a_normal_answer_ends_the_backoff_the_failures_and_the_parking(tmp_path:
         assert ev["next_allowed"] == t + 2 and "parked_until" not in ev  # level 1; not parked (1 < 2)
         t = ev["next_allowed"]
         ev = answer(fr.next(1, 60, t)[0], t, outcome="timeout", status=None)  # the second in a row parks
-        assert ev["parked_until"] == t + 100
+        assert ev["parked_until"] == t + 100 and ev["next_allowed"] == t + 100  # the wait is the parking
         t = ev["parked_until"]
         assert fr.dump("a.test", t - 1)["parked_until"] == t
         ev = answer(fr.next(1, 60, t)[0], t, outcome="ok", status=200)
         h = fr.dump("a.test", t)
         assert h["parked_until"] is None and (h["backoff_level"], h["consecutive_failures"]) == (0, 0)
+
+
+def test_each_disposition_is_counted(tmp_path: Path) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0, response_factor=0, max_retries=1)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/1"} for i in range(4)], T0)
+        leases = {x["host"]: x for x in fr.next(10, 60, T0)}
+        evs = fr.complete([_fetch(leases["h0.test"], outcome="ok", status=200),
+                           _fetch(leases["h1.test"], outcome="deferred", status=None),
+                           _fetch(leases["h2.test"], outcome="timeout", status=None),  # max_retries 1: dropped
+                           _fetch(leases["h3.test"], outcome="not-modified", status=304)], T0 + 1)
+        assert [e["disposition"] for e in evs] == ["done", "deferred", "dropped", "done"]
+        st = fr.stats(T0 + 1)
+        assert (st["done"], st["deferred"], st["dropped"], st["retried"], st["backoffs"]) == (2, 1, 1, 0, 0)
