@@ -18,7 +18,7 @@ from .politeness import MAX_PRIORITY
 if TYPE_CHECKING:
     from .db import Frontier
 
-_COUNTERS = ("added", "leased", "done", "dropped", "retried", "backoffs", "expired",
+_COUNTERS = ("added", "leased", "done", "dropped", "retried", "backoffs", "robots_waits", "expired",
              "dropped_host_cap", "deferred")
 
 

@@ -190,3 +190,15 @@ def test_each_disposition_is_counted(tmp_path: Path) -> None:
         assert [e["disposition"] for e in evs] == ["done", "deferred", "dropped", "done"]
         st = fr.stats(T0 + 1)
         assert (st["done"], st["deferred"], st["dropped"], st["retried"], st["backoffs"]) == (2, 1, 1, 0, 0)
+
+
+def test_robots_waits_are_counted_in_stats(tmp_path: Path) -> None:
+    # the README's stats list names the counter; it was counted and never shown
+    fr, lease = _one(tmp_path, default_delay=1.0, response_factor=0)
+    with fr:
+        [ev] = fr.complete([_fetch(lease, outcome="robots-unreachable", status=None, retry_after=30.0)], T0)
+        assert ev["disposition"] == "robots-wait"
+        [lease] = fr.next(1, 60, T0 + 30)
+        fr.complete([_fetch(lease, outcome="robots-unreachable", status=None, retry_after=30.0)], T0 + 30)
+        st = fr.stats(T0 + 30)
+        assert st["robots_waits"] == 2 and st["retried"] == 0 and st["hosts_waiting_robots"] == 1
