@@ -202,3 +202,20 @@ def test_robots_waits_are_counted_in_stats(tmp_path: Path) -> None:
         fr.complete([_fetch(lease, outcome="robots-unreachable", status=None, retry_after=30.0)], T0 + 30)
         st = fr.stats(T0 + 30)
         assert st["robots_waits"] == 2 and st["retried"] == 0 and st["hosts_waiting_robots"] == 1
+
+
+@pytest.mark.parametrize(("status", "disposition"), [(499, "done"), (500, "retry"), (501, "retry"), (404, "done")])
+def test_an_http_error_from_500_up_is_retried(leased: Any, status: int, disposition: str) -> None:
+    fr, lease = leased
+    [ev] = fr.complete([_fetch(lease, status=status)], T0 + 1)
+    assert ev["disposition"] == disposition
+
+
+def test_a_5xx_with_retry_after_waits_it(tmp_path: Path) -> None:
+    fr, lease = _one(tmp_path, default_delay=1.0, response_factor=0, backoff_base=2.0)
+    with fr:
+        [ev] = fr.complete([_fetch(lease, status=500, retry_after="30", ended_at=T0)], T0)
+        assert ev["disposition"] == "retry" and ev["next_allowed"] == T0 + 30
+        [lease] = fr.next(1, 60, T0 + 30)
+        [ev] = fr.complete([_fetch(lease, status=502, ended_at=T0 + 30)], T0 + 30)  # none: the backoff, level 2
+        assert ev["next_allowed"] == T0 + 30 + 4
