@@ -219,3 +219,11 @@ def test_a_5xx_with_retry_after_waits_it(tmp_path: Path) -> None:
         [lease] = fr.next(1, 60, T0 + 30)
         [ev] = fr.complete([_fetch(lease, status=502, ended_at=T0 + 30)], T0 + 30)  # none: the backoff, level 2
         assert ev["next_allowed"] == T0 + 30 + 4
+
+
+@pytest.mark.parametrize(("ip", "kept"), [("10.0.0.1", True), ("a" * 64, True), ("a" * 65, False), ("", False),
+                                          (17, False)])
+def test_the_address_a_result_names_is_learned_up_to_64_characters(leased: Any, ip: Any, kept: bool) -> None:
+    fr, lease = leased
+    fr.complete([_fetch(lease, ip=ip)], T0 + 1)
+    assert fr.dump("a.test", T0 + 1)["ip"] == (ip if kept else None)
