@@ -274,6 +274,23 @@ EQUIVALENT: dict[str, str] = {
     "crawl/frontier/ipslots.py::IpSlots.flush_ips::drop::ips[ip] = _NONE -> pass":
         "an address with nothing in flight and its slow-down in the past reads the same as _NONE "
         "(times only move forward)",
+    "crawl/frontier/complete.py::complete_one::boolop::status is None or (type(status) is int and 100 <= status <= 999) -> (status is None and (type(status) is int and 100 <= status <= 999))":
+        "speed only: the quick test then fails for every record and _check, the exact one, judges each "
+        "(it passes every record the quick test passes: tests/frontier/test_mutants_complete.py)",
+    "crawl/frontier/complete.py::complete_one::number::100 -> (101)":
+        "speed only: a status of 100 fails the quick test and _check, the exact one, passes it",
+    "crawl/frontier/complete.py::complete_one::number::999 -> (998)":
+        "speed only: a status of 999 fails the quick test and _check, the exact one, passes it",
+    "crawl/frontier/complete.py::complete_one::number::0 -> (-1)":
+        "speed only: backing_off true at level 0 too deletes a noted cause that is not there (every note "
+        "comes with a backoff level of 1 or more, and the level goes to 0 only where the note is cleared)",
+    "crawl/frontier/complete.py::complete_one::number::0 -> (-1) #2":
+        "the stored -1 of 'no Crawl-delay known' passed for None: release_delay ignores a Crawl-delay <= 0",
+    "crawl/frontier/complete.py::complete_one::number::0 -> (1) #3":
+        "the else of 'attempts - 1 if attempts else 0': a lease's attempt count is 1..255 (lease_host "
+        "sets the entry's + 1, lease_value_of caps it), so the branch is never taken",
+    "crawl/frontier/complete.py::complete_one::number::0 -> (-1) #3":
+        "as above",
     "crawl/frontier/tx.py::Tx.find_tail::drop::if found -> pass":
         "space only: without the tail block found, a new block is started; the same URLs come out "
         "in the same order (blocks are ordered by sequence number)",
