@@ -123,8 +123,7 @@ class Fingerprint:
         """Settle the simhash with only the blocks marked True (None: all of them)."""
         hashes = self.hashes
         if keep is not None and not all(keep):
-            kept = [hashes[i:j] for i, j, k in zip(self.cuts, self.cuts[1:], keep, strict=False) if k]
-            hashes = np.concatenate(kept) if kept else hashes[:0]
+            hashes = _kept_blocks(hashes, self.cuts, keep)
         self._kept = hashes
         self.words = hashes.size
         if self.words < MIN_WORDS:
@@ -137,6 +136,21 @@ class Fingerprint:
 
 
 _NO_WORDS = np.zeros(0, dtype=np.uint64)
+
+
+def _kept_blocks(hashes: np.ndarray, cuts: list[int], keep: list[bool]) -> np.ndarray:
+    """The words of the blocks marked True, in order: ``hashes[cuts[b]:cuts[b + 1]]``
+    for each kept block b, concatenated. One mask over the words, not a slice per
+    block: a page of a few hundred blocks (navigation lists) made as many arrays."""
+    n = min(len(cuts) - 1, len(keep))
+    if n <= 0:
+        return hashes[:0]
+    bounds = np.asarray(cuts[:n + 1], dtype=np.int64)
+    lengths = np.diff(bounds)
+    if bounds[0] < 0 or bounds[n] > hashes.size or (lengths < 0).any():
+        kept = [hashes[i:j] for i, j, k in zip(cuts, cuts[1:], keep, strict=False) if k]
+        return np.concatenate(kept) if kept else hashes[:0]
+    return hashes[bounds[0]:bounds[n]][np.repeat(np.asarray(keep[:n], dtype=bool), lengths)]
 
 
 def _unpickle(url: str, digest: str, canonical: str | None, error: str | None, note: str | None,

@@ -38,10 +38,17 @@ def edges_of(links: Iterable[Record]) -> tuple[list[Edge], int]:
             cut += 1
             continue
         anchor, rel = link.get("anchor"), link.get("rel")
+        if rel.__class__ is list:  # parse's records: a list of strings, joined without a filter
+            try:
+                rels = " ".join(rel)
+            except TypeError:  # something else in it: only its strings
+                rels = " ".join(r for r in rel if isinstance(r, str))
+        else:
+            rels = " ".join(r for r in rel if isinstance(r, str)) if isinstance(rel, list) else ""
         edges.append([
             link["url"],
             anchor[:MAX_ANCHOR] if isinstance(anchor, str) else "",
-            " ".join(r for r in rel if isinstance(r, str)) if isinstance(rel, list) else "",
+            rels,
             link.get("source") or "",
             link.get("trap") or "",
         ])

@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 from crawl.canon import CanonError, host_of, registered_domain
 
 MODES = ("host", "domain", "any")
+# An http(s) URL's scheme and authority, in plain lower-case characters. The
+# host host_of finds (and so the registered domain) depends on nothing else
+# in the URL, so reason_out remembers them by it: the links a crawl admits
+# repeat a few authorities, and host_of parses the whole URL.
+_AUTHORITY = re.compile(r"https?://[a-z0-9.\-]+(?::[0-9]*)?(?=[/?#]|\Z)")
+_AUTHORITIES = 4096  # remembered at most (DESIGN invariant 5: bounded)
 
 
 @dataclass
@@ -33,6 +39,24 @@ class Scope:
             raise ValueError(f"scope must be one of {', '.join(MODES)}, not {self.mode!r}")
         self._allow = [re.compile(p) for p in self.allow]
         self._deny = [re.compile(p) for p in self.deny]
+        self._by_authority: dict[str, tuple[str, str | None]] = {}  # see _AUTHORITY
+
+    def _host_domain(self, url: str) -> tuple[str, str | None]:
+        """(host_of(url), its registered domain in domain mode); raises as host_of."""
+        m = _AUTHORITY.match(url)
+        known = self._by_authority.get(m.group()) if m is not None else None
+        if known is not None:
+            return known
+        host = host_of(url)
+        domain = None
+        if self.mode == "domain":
+            name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+            domain = registered_domain(name)
+        if m is not None:
+            if len(self._by_authority) >= _AUTHORITIES:
+                self._by_authority.clear()
+            self._by_authority[m.group()] = (host, domain)
+        return host, domain
 
     def add_seeds(self, urls: Iterable[str]) -> None:
         for url in urls:
@@ -50,15 +74,13 @@ class Scope:
             return "max-depth"
         if self.mode != "any":
             try:
-                host = host_of(url)
+                host, domain = self._host_domain(url)
             except (CanonError, ValueError):
                 return "invalid-host"
             if self.mode == "host" and host not in self.hosts:
                 return "off-host"
-            if self.mode == "domain":
-                name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-                if registered_domain(name) not in self.domains:
-                    return "off-domain"
+            if self.mode == "domain" and domain not in self.domains:
+                return "off-domain"
         for rx in self._deny:
             if rx.search(url):
                 return "denied"
