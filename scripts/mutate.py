@@ -328,6 +328,12 @@ EQUIVALENT: dict[str, str] = {
         "a first bisection step of 512 reaches the next block's first key, above q (the index chose the block by it), or, clipped, the run's last key, which steps of 256..1 reach too: the same last key <= q",
     "crawl/seen/seenset.py::SeenSet.close::drop::self.env = None -> pass":
         "only a second close() tells: it saves the same filter again and closes a closed environment, which py-lmdb allows",
+    "crawl/seen/seenset.py::SeenSet._recent::number::True -> False":
+        "py-lmdb's iternext(keys=False, values=False) yields the keys, as keys=True does",
+    "crawl/seen/seenset.py::SeenSet._find::drop::where = where[~in_runs[where]] -> pass":
+        "speed only: a fingerprint is in a run or in the recent tree, never both (it is inserted only when no run holds it, and a flush empties the tree in the same transaction), so asking the tree for those a run holds finds nothing",
+    "crawl/seen/seenset.py::SeenSet._find::boolop::recent and len(where) and txn.stat(self.urls)['entries'] -> (recent or len(where) or txn.stat(self.urls)['entries'])":
+        "speed only: the tree is asked when told not to (its answer is thrown away by the one caller that says recent=False), for no keys, or while empty, where it finds nothing",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
