@@ -294,3 +294,26 @@ def test_a_big_batch_against_a_short_run_with_keys_below_it(tmp_path: Path) -> N
         assert len(q) >= 256
         assert s.contains_fps(q) == [x in run for x in q]
         assert s.ids_of([999, 1000, 1099, 1100]) == [None, 0, 99, None]
+
+
+def test_ids_stop_at_2_to_the_32_with_one_line_and_nothing_written(tmp_path: Path) -> None:
+    # ids are 32-bit: past the last one a new URL would share an id (and a
+    # fetched bit) with an old one, so the set refuses it instead
+    d = tmp_path / "c"
+    assert _crawl("seen", "--dir", str(d), stdin=b"http://a.test/first\n").returncode == 0
+    env = lmdb.open(str(CrawlDir(d).seen), max_dbs=16, map_size=1 << 30)
+    with env.begin(write=True) as txn:
+        txn.put(b"next_id", ((1 << 32) - 2).to_bytes(8, "big"), db=env.open_db(b"meta", txn=txn))
+    env.close()
+    p = _crawl("seen", "--dir", str(d), stdin=b"http://a.test/1\nhttp://a.test/2\n")
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.splitlines()) == 2
+    with SeenSet(CrawlDir(d).seen) as s:
+        fps = [canonicalize(f"http://a.test/{i}").fp for i in (1, 2)]
+        assert sorted(s.ids_of(fps)) == [(1 << 32) - 2, (1 << 32) - 1]  # type: ignore[type-var]
+    p = _crawl("seen", "--dir", str(d), stdin=b"http://a.test/3\n")
+    err = p.stderr.decode()
+    assert p.returncode != 0 and p.stdout == b"", err
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and "2**32" in err, err
+    with SeenSet(CrawlDir(d).seen) as s:
+        assert len(s) == 3 and s.contains_fps([canonicalize("http://a.test/3").fp]) == [False]
