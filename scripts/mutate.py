@@ -334,6 +334,12 @@ EQUIVALENT: dict[str, str] = {
         "speed only: a fingerprint is in a run or in the recent tree, never both (it is inserted only when no run holds it, and a flush empties the tree in the same transaction), so asking the tree for those a run holds finds nothing",
     "crawl/seen/seenset.py::SeenSet._find::boolop::recent and len(where) and txn.stat(self.urls)['entries'] -> (recent or len(where) or txn.stat(self.urls)['entries'])":
         "speed only: the tree is asked when told not to (its answer is thrown away by the one caller that says recent=False), for no keys, or while empty, where it finds nothing",
+    "crawl/seen/seenset.py::SeenSet._insert::number::True -> False":
+        "zip(strict=False) of the keys and the 4-byte ids of one array: the same lengths",
+    "crawl/seen/seenset.py::SeenSet._insert::number::False -> True #2":
+        "putmulti(dupdata=True) on a database opened without dupsort: LMDB's NODUPDATA applies only to dupsort databases, overwrite=False decides",
+    "crawl/seen/seenset.py::SeenSet._insert::number::True -> False #2":
+        "np.isin(assume_unique=False): the same answer (both arrays are unique), found more slowly",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
