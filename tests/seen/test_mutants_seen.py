@@ -168,10 +168,12 @@ def test_the_recent_tree_holds_4096_urls_then_becomes_a_run(tmp_path: Path) -> N
     # README: new fingerprints go into the recent B-tree, at most 4,096 of
     # them; when it is full it becomes a new run
     d = str(tmp_path / "c")
-    _stats(tmp_path, d, [f"http://a.test/{i}" for i in range(4095)])
+    st = _stats(tmp_path, d, [f"http://a.test/{i}" for i in range(4095)])
+    assert "recent_flushed" not in st
     s = _summary(d)
     assert (s["urls"], s["exact_recent"], s["exact_runs"]) == (4095, 4095, [])
-    _stats(tmp_path, d, ["http://a.test/last"])
+    st = _stats(tmp_path, d, ["http://a.test/last"])
+    assert st["recent_flushed"] == 1  # a summary counter (README)
     s = _summary(d)
     assert (s["urls"], s["exact_recent"], s["exact_runs"]) == (4096, 0, [4096])
 
@@ -317,3 +319,17 @@ def test_ids_stop_at_2_to_the_32_with_one_line_and_nothing_written(tmp_path: Pat
     assert "Traceback" not in err and len(err.splitlines()) == 1 and "2**32" in err, err
     with SeenSet(CrawlDir(d).seen) as s:
         assert len(s) == 3 and s.contains_fps([canonicalize("http://a.test/3").fp]) == [False]
+
+
+def test_another_writers_urls_in_the_recent_tree_are_not_new_and_ours_are(tmp_path: Path) -> None:
+    # b's filter never heard of a's inserts; the recent tree's insert-if-absent
+    # says which of the batch were a's: every other one is b's, and new
+    path = tmp_path / "seen"
+    a = SeenSet(path)
+    b = SeenSet(path)
+    try:
+        assert a.add_fps([11, 30]) == [True, True]
+        assert b.add_fps([10, 11, 12, 13, 30, 31]) == [True, False, True, True, False, True]
+        assert b.add_fps([12, 31, 32]) == [False, False, True]
+    finally:
+        a.close()  # one environment per process: closing one closes both
