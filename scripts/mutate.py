@@ -340,6 +340,26 @@ EQUIVALENT: dict[str, str] = {
         "putmulti(dupdata=True) on a database opened without dupsort: LMDB's NODUPDATA applies only to dupsort databases, overwrite=False decides",
     "crawl/seen/seenset.py::SeenSet._insert::number::True -> False #2":
         "np.isin(assume_unique=False): the same answer (both arrays are unique), found more slowly",
+    "crawl/seen/seenset.py::SeenSet._insert::number::8 -> (9)":
+        "next_id: a counter stored in 9 (or 7) bytes instead of 8: it is read with int.from_bytes, which takes any width, and never reaches 2**56",
+    "crawl/seen/seenset.py::SeenSet._insert::number::8 -> (7)":
+        "next_id: a counter stored in 9 (or 7) bytes instead of 8: it is read with int.from_bytes, which takes any width, and never reaches 2**56",
+    "crawl/seen/seenset.py::SeenSet._push_run::number::8 -> (9)":
+        "next_run: a counter stored in 9 (or 7) bytes instead of 8: it is read with int.from_bytes, which takes any width, and never reaches 2**56",
+    "crawl/seen/seenset.py::SeenSet._push_run::number::8 -> (7)":
+        "next_run: a counter stored in 9 (or 7) bytes instead of 8: it is read with int.from_bytes, which takes any width, and never reaches 2**56",
+    "crawl/seen/seenset.py::SeenSet._push_run::number::0 -> (1)":
+        "the first run's id 1 instead of 0: run ids need only be new (next_run only grows)",
+    "crawl/seen/seenset.py::SeenSet._push_run::number::1 -> (2) #2":
+        "run ids that step by 2: they need only be new (next_run only grows)",
+    "crawl/seen/seenset.py::SeenSet._push_run::number::0 -> (1) #2":
+        "arrays[-1][1] is the run's ids, exactly as long as its fingerprints arrays[-1][0]",
+    "crawl/seen/seenset.py::SeenSet._push_run::number::0 -> (-1) #2":
+        "arrays[-1][-1] is the run's ids, exactly as long as its fingerprints arrays[-1][0]",
+    "crawl/seen/seenset.py::SeenSet._push_run::drop::del arrays -> pass":
+        "the views left in the list are not read again: holding them till the function returns changes nothing (LMDB keeps the map; they are dropped before the transaction ends)",
+    "crawl/seen/seenset.py::SeenSet.add_fps::drop::if not len(a) -> pass":
+        "speed only: an empty batch goes through an empty write transaction and returns [] all the same",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
