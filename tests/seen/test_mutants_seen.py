@@ -333,3 +333,24 @@ def test_another_writers_urls_in_the_recent_tree_are_not_new_and_ours_are(tmp_pa
         assert b.add_fps([12, 31, 32]) == [False, False, True]
     finally:
         a.close()  # one environment per process: closing one closes both
+
+
+def test_a_merge_is_counted_and_leaves_only_the_listed_runs(tmp_path: Path) -> None:
+    # the newest run is merged into the one before while it is at least a
+    # quarter of its size; the runs merged away are deleted, not left behind
+    d = str(tmp_path / "c")
+    _stats(tmp_path, d, [f"http://a.test/{i}" for i in range(4096)])
+    st = _stats(tmp_path, d, [f"http://b.test/{i}" for i in range(4096)])
+    assert (st["recent_flushed"], st["runs_merged"]) == (1, 1)
+    s = _summary(d)
+    assert (s["urls"], s["exact_runs"], s["exact_recent"]) == (8192, [8192], 0)
+    env = lmdb.open(str(CrawlDir(d).seen), max_dbs=16, map_size=1 << 30, readonly=True)
+    with env.begin() as txn:
+        runs = env.open_db(b"runs", txn=txn, create=False)
+        keys = [k for k, _ in txn.cursor(db=runs)]
+        listing = np.frombuffer(txn.get(b"runs", db=env.open_db(b"meta", txn=txn, create=False)),
+                                dtype="<u8").reshape(-1, 2).tolist()
+    env.close()
+    assert [size for _, size in listing] == [8192]
+    (run, _), = listing
+    assert keys == [run.to_bytes(8, "big") + b"f", run.to_bytes(8, "big") + b"i"]
