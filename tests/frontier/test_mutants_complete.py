@@ -227,3 +227,23 @@ def test_the_address_a_result_names_is_learned_up_to_64_characters(leased: Any, 
     fr, lease = leased
     fr.complete([_fetch(lease, ip=ip)], T0 + 1)
     assert fr.dump("a.test", T0 + 1)["ip"] == (ip if kept else None)
+
+
+def test_robots_waits_start_and_end_whatever_else_is_in_the_batch(tmp_path: Path) -> None:
+    # one complete() of several results: a wait starts after a result that found no host waiting,
+    # and ends after a result that found one
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/{j}"} for i in range(3) for j in range(3)], T0)
+        got = {x["host"]: x for x in fr.next(10, 60, T0)}
+        evs = fr.complete([_fetch(got["h0.test"], outcome="ok", status=200),
+                           _fetch(got["h1.test"], outcome="robots-unreachable", status=None, retry_after=10.0),
+                           _fetch(got["h2.test"], outcome="ok", status=200)], T0)
+        assert evs[1]["robots_wait"]["new"] is True and "robots_wait" not in evs[0]
+        assert fr.stats(T0)["hosts_waiting_robots"] == 1
+        got = {x["host"]: x for x in fr.next(10, 60, T0 + 10)}
+        assert set(got) == {"h0.test", "h1.test", "h2.test"}
+        evs = fr.complete([_fetch(got["h0.test"], outcome="ok", status=200),
+                           _fetch(got["h1.test"], outcome="ok", status=200),  # past robots.txt now
+                           _fetch(got["h2.test"], outcome="ok", status=200)], T0 + 10)
+        assert evs[1]["robots_resumed"]["checks"] == 1 and "robots_resumed" not in evs[0]
+        assert fr.stats(T0 + 10)["hosts_waiting_robots"] == 0
