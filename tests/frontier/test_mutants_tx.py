@@ -156,3 +156,27 @@ def test_a_host_whose_first_urls_were_all_refused_takes_urls_later(tmp_path: Pat
         assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/2"}], T0)["added"] == 1
         [lease] = fr.next(1, 600, T0)
         assert lease["url"] == "http://a.test/2" and fr.stats(T0)["hosts"] == 1
+
+
+def test_next_due_is_the_soonest_of_every_priority_and_of_the_delayed_urls(tmp_path: Path) -> None:
+    # what `next --wait` sleeps until: the first host due at any priority, or a delayed URL's due time
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=5.0, response_factor=0)) as fr:
+        assert fr.next_due(T0) is None  # nothing queued
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1", "priority": 2},
+                {"kind": "url", "v": 1, "url": "http://a.test/2", "priority": 2},
+                {"kind": "url", "v": 1, "url": "http://b.test/1", "priority": 7},
+                {"kind": "url", "v": 1, "url": "http://b.test/2", "priority": 7}], T0)
+        assert fr.next_due(T0 - 10) == T0 - 10  # new hosts are due at once: now, never before it
+        assert fr.next_due(T0 + 3) == T0 + 3
+        leases = {x["host"]: x for x in fr.next(10, 600, T0)}
+        assert fr.next_due(T0) is None  # both hosts leased, nothing else
+        fr.complete([{"kind": "fetch", "v": 1, "url": leases["b.test"]["url"], "lease": leases["b.test"]["lease"],
+                      "outcome": "ok", "status": 200, "ended_at": T0 + 1}], T0 + 1)
+        assert fr.next_due(T0 + 1) == T0 + 6  # b.test at priority 7: 5 s after its answer
+        fr.complete([{"kind": "fetch", "v": 1, "url": leases["a.test"]["url"], "lease": leases["a.test"]["lease"],
+                      "outcome": "ok", "status": 200, "ended_at": T0 + 2}], T0 + 2)
+        assert fr.next_due(T0 + 2) == T0 + 6  # a.test (priority 2) is due later, at T0 + 7: the soonest wins
+        fr.add([{"kind": "url", "v": 1, "url": "http://c.test/1", "due": T0 + 4.5}], T0 + 2)
+        assert fr.next_due(T0 + 2) == T0 + 4.5  # a delayed URL due sooner than any host
+        fr.add([{"kind": "url", "v": 1, "url": "http://d.test/1", "due": T0 + 20, "priority": 0}], T0 + 2)
+        assert fr.next_due(T0 + 2) == T0 + 4.5
