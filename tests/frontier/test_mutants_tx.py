@@ -180,3 +180,75 @@ def test_next_due_is_the_soonest_of_every_priority_and_of_the_delayed_urls(tmp_p
         assert fr.next_due(T0 + 2) == T0 + 4.5  # a delayed URL due sooner than any host
         fr.add([{"kind": "url", "v": 1, "url": "http://d.test/1", "due": T0 + 20, "priority": 0}], T0 + 2)
         assert fr.next_due(T0 + 2) == T0 + 4.5
+
+
+def _ok(lease: dict, **fields: object) -> dict:
+    return {"kind": "fetch", "v": 1, "url": lease["url"], "lease": lease["lease"], "outcome": "ok", "status": 200,
+            **fields}
+
+
+def test_release_leases_keeps_the_leases_taken_before_the_dead_run_started(tmp_path: Path) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/1"} for i in range(3)], T0)
+        old = fr.next(1, 600, T0)  # taken before the dead run started: someone else's, kept
+        new = fr.next(5, 600, T0 + 10)
+        assert len(old) == 1 and len(new) == 2
+        assert fr.release_leases(T0 + 20, T0 + 5) == {"released": 2, "dropped": 0, "kept": 1,
+                                                       "kept_until": T0 + 600}
+        assert fr.stats(T0 + 20)["in_flight"] == 1
+
+
+def test_a_done_url_refused_in_a_new_cycle_stays_done(tmp_path: Path) -> None:
+    # queued in one step when new; a URL known from an earlier cycle that is then refused (the host's cap)
+    # gets its old state back, not "queued" (it is not) nor nothing (it was fetched)
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0, host_queue_cap=1)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
+        [lease] = fr.next(1, 600, T0)
+        fr.complete([_ok(lease)], T0)
+        fr.new_cycle()
+        assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/2"}], T0)["added"] == 1  # the cap is full
+        assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)["dropped_host_cap"] == 1
+        assert fr.state_of("http://a.test/1") == "done"
+        assert fr.stats(T0)["queued"] == 1
+
+
+def test_a_host_whose_queue_is_damaged_leases_nothing_of_another_host(tmp_path: Path) -> None:
+    # the host state says a URL is queued but its queue entries are gone (damage): the host is healed
+    # (nothing leased, taken off the schedule), never given the next host's URL
+    from crawl.frontier import hostqueue as hq
+
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}, {"kind": "url", "v": 1, "url": "http://b.test/1"}],
+               T0)
+        with fr.env.begin(write=True) as txn:
+            hid = int.from_bytes(txn.get(b"a.test", db=fr.db["hostid"]), "big")
+            cur = txn.cursor(db=fr.db["queue"])
+            assert cur.set_range(hq.hid_key(hid)) and cur.key()[:4] == hq.hid_key(hid)
+            cur.delete()
+        got = fr.next(10, 600, T0)
+        assert [x["url"] for x in got] == ["http://b.test/1"] and got[0]["host"] == "b.test"
+        assert fr.dump("a.test", T0)["scheduled"] is None
+        assert fr.next(10, 600, T0 + 10) == []
+
+
+def test_a_host_waiting_for_its_address_leaves_the_list_when_an_old_lease_of_it_expires(tmp_path: Path) -> None:
+    # x's lease L1 was released early (the hand-off) and never completed; x then waits for its address.
+    # When L1 expires its URL goes back and x is scheduled again: off the waiting list, not on it twice
+    ip = "10.0.0.1"
+    with Frontier(tmp_path / "frontier", Politeness(per_ip=1, default_delay=0.1, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://{h}.test/{j}"} for h in ("x", "y") for j in range(3)], T0)
+        first = fr.next(10, 600, T0)
+        fr.complete([_ok(x, ip=ip, ended_at=T0) for x in first], T0)  # both on one address now
+        t1 = T0 + 10
+        [l1] = fr.next(10, 60, t1)  # one slot: x or y; the other waits
+        assert fr.stats(t1)["hosts_waiting_ip"] == 1
+        released, _ = fr.handoff(_ok(l1, ip=ip, ended_at=t1 + 0.05), t1 + 0.05)
+        assert released and fr.stats(t1)["hosts_waiting_ip"] == 0  # the waiter was woken
+        [l2] = fr.next(10, 60, t1 + 0.2)  # the woken one (due first); l1's host now waits
+        assert l2["host"] != l1["host"] and fr.stats(t1)["hosts_waiting_ip"] == 1
+        assert fr.requeue_expired(t1 + 60.1) == 1  # l1 expires, l2 (deadline t1 + 60.2) not
+        assert fr.stats(t1 + 60.1)["hosts_waiting_ip"] == 0
+        assert fr.dump(l1["host"], t1 + 60.1)["scheduled"] == "priority 1"
+        fr.complete([_ok(l2)], t1 + 61)
+        got = fr.next(10, 60, t1 + 62)
+        assert len(got) == 1 and got[0]["host"] == l1["host"] and fr.stats(t1 + 62)["hosts_waiting_ip"] == 1
