@@ -247,3 +247,19 @@ def test_robots_waits_start_and_end_whatever_else_is_in_the_batch(tmp_path: Path
                            _fetch(got["h2.test"], outcome="ok", status=200)], T0 + 10)
         assert evs[1]["robots_resumed"]["checks"] == 1 and "robots_resumed" not in evs[0]
         assert fr.stats(T0 + 10)["hosts_waiting_robots"] == 0
+
+
+def test_a_late_completion_of_an_early_released_lease_keeps_the_later_leases_delay(tmp_path: Path) -> None:
+    # L1 released at the end of its answer (the hand-off), the host leased again (L2) and released
+    # again; L1's completion, arriving after that, must not pull the host's next request back to L1's delay
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.2, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(4)], T0)
+        [l1] = fr.next(1, 60, T0)
+        r1 = _fetch(l1, outcome="ok", status=200, ended_at=T0 + 0.1)
+        assert fr.handoff(r1, T0 + 0.1) == (True, None)
+        [l2] = fr.next(1, 60, T0 + 0.3)
+        assert fr.handoff(_fetch(l2, outcome="ok", status=200, ended_at=T0 + 0.4), T0 + 0.4)[0]
+        [ev] = fr.complete([r1], T0 + 0.45)
+        assert ev["disposition"] == "done" and ev["next_allowed"] == pytest.approx(T0 + 0.6)
+        assert fr.next(1, 60, T0 + 0.5) == []
+        assert len(fr.next(1, 60, T0 + 0.6)) == 1
