@@ -360,6 +360,16 @@ EQUIVALENT: dict[str, str] = {
         "the views left in the list are not read again: holding them till the function returns changes nothing (LMDB keeps the map; they are dropped before the transaction ends)",
     "crawl/seen/seenset.py::SeenSet.add_fps::drop::if not len(a) -> pass":
         "speed only: an empty batch goes through an empty write transaction and returns [] all the same",
+    "crawl/seen/seenset.py::SeenSet.add_fps::number::True -> False #3":
+        "buffers=False: the runs read as bytes copies instead of views of the map, the same fingerprints",
+    "crawl/seen/seenset.py::SeenSet.add_fps::number::False -> True":
+        "speed only: the untrusted batch's second search also asks the recent tree, and its answer is thrown away (in_runs2, _ = ...)",
+    "crawl/seen/seenset.py::SeenSet.contains_fps::drop::if not len(a) -> pass":
+        "an empty batch goes through an empty read transaction and returns [] all the same",
+    "crawl/seen/seenset.py::SeenSet.contains_fps::number::True -> False #2":
+        "buffers=False: the runs read as bytes copies instead of views of the map, the same fingerprints",
+    "crawl/seen/seenset.py::SeenSet.unseen::number::True -> False":
+        "zip(strict=False) of the slots and their flags: add_fps gives one flag per fingerprint, one fingerprint per slot",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
