@@ -354,3 +354,55 @@ def test_a_merge_is_counted_and_leaves_only_the_listed_runs(tmp_path: Path) -> N
     assert [size for _, size in listing] == [8192]
     (run, _), = listing
     assert keys == [run.to_bytes(8, "big") + b"f", run.to_bytes(8, "big") + b"i"]
+
+
+def test_the_grown_filter_is_twice_the_urls_and_saved_at_once(tmp_path: Path) -> None:
+    # README: when the crawl outgrows the filter, it is rebuilt at twice the
+    # size, and saved then (a crash after it does not cost another rebuild)
+    from crawl.seen.bloom import BloomFilter
+
+    path = tmp_path / "seen"
+    s = SeenSet(path, expected=1000)
+    try:
+        s.add_fps(list(range(1, 1201)))
+        assert s.counts["bloom_grown"] == 1
+        cap = s.stats()["bloom_capacity"]
+        assert 2400 <= cap < 2400 + 20, cap
+        saved = BloomFilter.load(path / "bloom.bin")
+        assert saved is not None and (saved.covers, saved.blocks) == (1200, s.bloom.blocks)
+    finally:
+        s.close()
+
+
+def test_the_summary_counts_checks_and_false_positives(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    urls = [f"http://a.test/{i}" for i in range(300)]
+    _stats(tmp_path, d, urls[:100], "--expected", "1", "--fp-rate", "0.5")
+    # a filter sized for one URL at 50%: most new URLs are "maybe"s the exact set clears
+    st = _stats(tmp_path, d, urls[50:], "--expected", "1", "--fp-rate", "0.5")
+    assert st["checked"] == 250 and st["new"] == 200 and st["already_seen"] == 50
+    assert st["bloom_false_positive"] == st["bloom_maybe"] - 50 > 0, st
+
+
+def test_other_kinds_pass_through_untouched_even_for_a_seen_url(tmp_path: Path) -> None:
+    d = str(tmp_path / "c")
+    fetch = {"kind": "fetch", "v": 1, "url": "HTTP://A.test/x#frag", "outcome": "ok"}
+    event = {"kind": "event", "v": 1, "ts": 1.0, "event": "note"}
+    recs = [{"kind": "url", "url": "http://a.test/x"}, fetch, event, fetch]
+    p = _crawl("seen", "--dir", d, stdin=_lines(recs))
+    assert p.returncode == 0, p.stderr
+    out = [orjson.loads(x) for x in p.stdout.splitlines()]
+    assert out[1:] == [fetch, event, fetch]
+    assert out[0]["url"] == "http://a.test/x"
+
+
+def test_a_second_writer_counts_its_untrusted_batches(tmp_path: Path) -> None:
+    path = tmp_path / "seen"
+    a = SeenSet(path)
+    b = SeenSet(path)
+    try:
+        a.add_fps([1])
+        b.add_fps([2])
+        assert b.counts["bloom_untrusted_batches"] == 1 and "bloom_untrusted_batches" not in a.counts
+    finally:
+        a.close()
