@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,11 +107,24 @@ def recheck_delay(checks: int, retry_after: float | None, base: float = RECHECK,
 
 
 class RobotsCache:
-    """``robots`` table of the fetch-state LMDB: origin -> entry (+ raw body)."""
+    """``robots`` table of the fetch-state LMDB: origin -> entry (+ raw body).
+
+    Writes are group-committed: :meth:`put` returns once its entry is on disk,
+    as one commit per put did, but the puts of several threads at once share
+    one fsynced commit (a crawl's first minute is thousands of hosts' first
+    robots.txt, and one commit each was one fsync each, in a row).
+    """
 
     def __init__(self, env: lmdb.Environment) -> None:
         self.env = env
         self.db = env.open_db(b"robots")
+        self._cond = threading.Condition()
+        self._pending: dict[bytes, bytes] = {}  # the open batch: origin -> value (the last put wins)
+        self._open = 1  # the batch a put joins now
+        self._done = 0  # the last batch committed or failed
+        self._busy = False  # a thread is committing a batch
+        self._failed: dict[int, BaseException] = {}
+        self.commits = 0
 
     def get(self, origin: str) -> tuple[dict[str, Any], bytes] | None:
         with self.env.begin(db=self.db) as txn:
@@ -122,9 +136,42 @@ class RobotsCache:
         return orjson.loads(raw[4 : 4 + n]), raw[4 + n :]
 
     def put(self, origin: str, entry: dict[str, Any], body: bytes) -> None:
+        """Store ``origin``'s entry; returns once it is committed (or raises what the commit raised)."""
         meta = orjson.dumps(entry)
-        with self.env.begin(write=True, db=self.db) as txn:
-            txn.put(origin.encode(), _LEN.pack(len(meta)) + meta + body)
+        with self._cond:
+            self._pending[origin.encode()] = _LEN.pack(len(meta)) + meta + body
+            batch = self._open
+            while self._done < batch:
+                if self._busy:
+                    self._cond.wait()  # a commit is running: this put is in the next one
+                else:
+                    self._commit_open()
+            err = self._failed.get(batch)
+        if err is not None:
+            raise err
+
+    def _commit_open(self) -> None:
+        """Commit the open batch (called and returning with the condition held)."""
+        items, self._pending = self._pending, {}
+        batch, self._busy = self._open, True
+        self._open += 1
+        self._cond.release()
+        err: BaseException | None = None
+        try:
+            with self.env.begin(write=True, db=self.db) as txn:
+                for key, value in items.items():
+                    txn.put(key, value)
+        except BaseException as exc:  # every put of the batch raises it, not only this one
+            err = exc
+        finally:
+            self._cond.acquire()
+            self._busy, self._done = False, batch
+            self.commits += 1
+            if err is not None:
+                self._failed[batch] = err
+                for old in [b for b in self._failed if b < batch - 64]:
+                    del self._failed[old]
+            self._cond.notify_all()
 
 
 def _info_from(entry: dict[str, Any], body: bytes, origin: str, source: str) -> RobotsInfo:
