@@ -370,6 +370,16 @@ EQUIVALENT: dict[str, str] = {
         "buffers=False: the runs read as bytes copies instead of views of the map, the same fingerprints",
     "crawl/seen/seenset.py::SeenSet.unseen::number::True -> False":
         "zip(strict=False) of the slots and their flags: add_fps gives one flag per fingerprint, one fingerprint per slot",
+    "crawl/seen/seenset.py::SeenSet._ids::number::1 -> (2)":
+        "-2 for -1 as the mark of an id not found in a run: every test of the mark is < 0",
+    "crawl/seen/seenset.py::SeenSet._ids::number::0 -> (-1)":
+        "a -1 left in the list (i < -1) is set again by the loop that follows: it asks the recent tree for every fingerprint no run holds and writes None or the id",
+    "crawl/seen/seenset.py::SeenSet.ids_of::number::True -> False":
+        "buffers=False: the same values read as bytes copies instead of views of the map",
+    "crawl/seen/seenset.py::SeenSet.mark_fetched::number::True -> False #2":
+        "buffers=False: the same values read as bytes copies instead of views of the map",
+    "crawl/seen/seenset.py::SeenSet.stats::number::True -> False":
+        "buffers=False: the same values read as bytes copies instead of views of the map",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
