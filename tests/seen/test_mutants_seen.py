@@ -406,3 +406,22 @@ def test_a_second_writer_counts_its_untrusted_batches(tmp_path: Path) -> None:
         assert b.counts["bloom_untrusted_batches"] == 1 and "bloom_untrusted_batches" not in a.counts
     finally:
         a.close()
+
+
+def test_the_summary_figures_of_the_filter_and_the_fetched_bitmap(tmp_path: Path) -> None:
+    from crawl.seen.bloom import false_positive_rate
+
+    d = str(tmp_path / "c")
+    urls = [f"http://a.test/{i}" for i in range(5000)]
+    _stats(tmp_path, d, urls, "--expected", "5000")
+    fetches = [{"kind": "fetch", "v": 1, "url": u, "outcome": "ok"} for u in urls]
+    p = _crawl("seen", "--dir", d, "--fetched", "--cycle", "c1", stdin=_lines(fetches))
+    assert p.returncode == 0, p.stderr
+    s = _summary(d, "--cycle", "c1")
+    assert (s["urls"], s["fetched"], s["unfetched"]) == (5000, 5000, 0)
+    # ids 0..4999 all fetched: one run of a roaring bitmap, a few bytes (not 2 a URL)
+    assert s["fetched_bitmap_bytes"] < 64, s
+    bits = s["bloom_bytes"] * 8 / s["bloom_capacity"]  # type: ignore[operator]
+    assert s["bloom_bits_per_url_at_capacity"] == round(bits, 2) and 11 < bits < 13, s
+    rate = false_positive_rate(5000, s["bloom_bytes"] // 8, s["bloom_k"])  # type: ignore[operator,arg-type]
+    assert s["bloom_expected_fp_rate"] == round(rate, 6) and 0.005 < rate <= 0.01, s
