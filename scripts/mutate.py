@@ -380,6 +380,8 @@ EQUIVALENT: dict[str, str] = {
         "buffers=False: the same values read as bytes copies instead of views of the map",
     "crawl/seen/seenset.py::SeenSet.stats::number::True -> False":
         "buffers=False: the same values read as bytes copies instead of views of the map",
+    "crawl/seen/seenset.py::SeenSet.stats::number::1 -> (0)":
+        "max(capacity, 0) for max(capacity, 1): the capacity is at least 1 (size_for takes blocks >= n / load for n >= 1)",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
