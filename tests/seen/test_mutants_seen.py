@@ -86,6 +86,8 @@ def test_the_filter_is_sized_for_expected_even_when_it_is_one(tmp_path: Path) ->
         s = orjson.loads(_crawl("seen", "--dir", d, "--summary").stdout)
         blocks, k = size_for(n, 0.001)
         assert (s["bloom_bytes"], s["bloom_k"]) == (8 * blocks, k), s
+        if n == 1:  # one 64-bit word that holds one URL at 0.1%: 64 bits for it
+            assert (s["bloom_capacity"], s["bloom_bits_per_url_at_capacity"]) == (1, 64.0), s
 
 
 def _built_by_hand(seen: Path, run: list[str], recent: list[str]) -> None:
