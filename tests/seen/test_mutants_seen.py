@@ -83,7 +83,7 @@ def test_the_filter_is_sized_for_expected_even_when_it_is_one(tmp_path: Path) ->
         d = str(tmp_path / f"c{n}")
         p = _crawl("seen", "--dir", d, "--expected", str(n), "--fp-rate", "0.001")
         assert p.returncode == 0, p.stderr
-        s = orjson.loads(_crawl("seen", "--dir", d, "--summary").stdout)
+        s = orjson.loads(_crawl("seen", "--dir", d, "--summary", "--fp-rate", "0.001").stdout)
         blocks, k = size_for(n, 0.001)
         assert (s["bloom_bytes"], s["bloom_k"]) == (8 * blocks, k), s
         if n == 1:  # one 64-bit word that holds one URL at 0.1%: 64 bits for it
