@@ -427,3 +427,64 @@ def test_the_summary_figures_of_the_filter_and_the_fetched_bitmap(tmp_path: Path
     assert s["bloom_bits_per_url_at_capacity"] == round(bits, 2) and 11 < bits < 13, s
     rate = false_positive_rate(5000, s["bloom_bytes"] // 8, s["bloom_k"])  # type: ignore[operator,arg-type]
     assert s["bloom_expected_fp_rate"] == round(rate, 6) and 0.005 < rate <= 0.01, s
+
+
+# -- the Bloom filter (crawl/seen/bloom.py) ---------------------------------
+
+
+def test_fingerprints_in_any_integer_array_are_the_same_fingerprints(tmp_path: Path) -> None:
+    with SeenSet(tmp_path / "seen") as s:
+        assert s.add_fps(np.array([5, 6, 5], dtype=np.int64)) == [True, True, False]
+        assert s.add_fps(np.array([6, 7], dtype=np.uint64)) == [False, True]
+        assert s.contains_fps(np.array([5, 7, 8], dtype=np.uint32)) == [True, True, False]
+
+
+def test_sizing_refuses_rates_outside_0_and_1_and_counts_below_1_as_1() -> None:
+    import pytest
+
+    from crawl.seen.bloom import size_for
+
+    for bad in (0.0, 1.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            size_for(100, bad)
+    for rate in (0.001, 0.01, 0.3):
+        assert size_for(0, rate) == size_for(-7, rate) == size_for(1, rate)
+    assert size_for(1, 0.001) != size_for(2, 0.001)  # (one word, 3 bits) and (one word, 4 bits)
+
+
+def test_a_filter_has_1_to_2_to_the_32_minus_1_blocks() -> None:
+    import pytest
+
+    from crawl.seen.bloom import BloomFilter
+
+    for bad in (0, -1, 1 << 32):
+        with pytest.raises(ValueError, match="between 1 and 2\\*\\*32 - 1 blocks"):
+            BloomFilter(bad, 3)
+    assert BloomFilter(1, 3).nbytes == 8
+
+
+def test_the_rate_of_an_empty_filter_is_0_and_of_one_key_is_not() -> None:
+    from crawl.seen.bloom import false_positive_rate
+
+    assert false_positive_rate(0, 1, 3) == 0.0 and false_positive_rate(-3, 1, 3) == 0.0
+    assert false_positive_rate(1, 1, 1) > 0.01  # one bit of 64 set: about 1 in 64
+
+
+def test_a_saved_file_with_an_impossible_header_loads_as_none(tmp_path: Path) -> None:
+    import struct
+
+    from crawl.seen.bloom import BloomFilter
+
+    def header(k: int, blocks: int) -> bytes:
+        return struct.pack(">8sIIQQQ", b"CRWLBLM1", 1, k, blocks, 0, 0) + b"\0" * 8 * max(blocks, 0)
+
+    for k, blocks, ok in [(0, 1, False), (33, 1, False), (1, 1, True), (32, 1, True), (3, 0, False)]:
+        f = tmp_path / f"b{k}-{blocks}"
+        f.write_bytes(header(k, blocks))
+        got = BloomFilter.load(f)
+        assert (got is not None) == ok, (k, blocks)
+        if got is not None:
+            assert (got.k, got.blocks) == (k, blocks)
+    f = tmp_path / "long"
+    f.write_bytes(header(3, 1) + b"\0")  # a byte more than its blocks
+    assert BloomFilter.load(f) is None
