@@ -100,7 +100,8 @@ TARGETS: dict[str, Target] = {
          "tests/fetch/test_fetch_testweb.py", "tests/robots/test_robots.py"),
         ("origin_of", "RobotsCache", "_info_from", "_info_async", "RobotsFetcher")),
     "crawl/robots/policy.py": Target(
-        ("tests/robots/test_robots.py", "tests/fetch/test_fetch_robots.py"),
+        ("tests/robots/test_mutants_policy.py", "tests/robots/test_robots.py",
+         "tests/fetch/test_fetch_robots.py"),
         ("for_status", "Robots._group", "Robots.decide", "Robots.allowed", "_Group.first_match", "_names",
          "_merge")),
     "crawl/net/dns.py": Target(
@@ -115,7 +116,7 @@ TARGETS: dict[str, Target] = {
     "crawl/seen/bloom.py": Target(("tests/seen/test_bloom.py", "tests/seen/test_seen.py",
                                    "tests/seen/test_mutants_seen.py")),
     "crawl/core/spool.py": Target(
-        ("tests/core/test_spool.py",),
+        ("tests/core/test_spool.py", "tests/core/test_mutants_spool.py"),
         ("_alive", "Spool.put", "Spool._recover", "Spool.claim", "Spool.ack", "Spool.release")),
     "crawl/store/warc.py": Target(
         ("tests/store/test_mutants_warc.py", "tests/store/test_store.py", "tests/fetch/test_fetch_cli.py"),
@@ -382,6 +383,58 @@ EQUIVALENT: dict[str, str] = {
         "buffers=False: the same values read as bytes copies instead of views of the map",
     "crawl/seen/seenset.py::SeenSet.stats::number::1 -> (0)":
         "max(capacity, 0) for max(capacity, 1): the capacity is at least 1 (size_for takes blocks >= n / load for n >= 1)",
+    "crawl/seen/bloom.py::patterns::drop::r = 0 -> pass":
+        "r is set from the hash before its first read (left starts at 0)",
+    "crawl/seen/bloom.py::patterns::number::0 -> (1) #3":
+        "as above: r is set before it is read",
+    "crawl/seen/bloom.py::patterns::number::0 -> (-1) #3":
+        "as above: r is set before it is read",
+    "crawl/seen/bloom.py::_block_fp::number::30 -> (31)":
+        "the Poisson sum cut a term later or earlier, past load + 11 sd + 29 terms: what is left out is below 1e-20 of the sum, under a double's precision",
+    "crawl/seen/bloom.py::_block_fp::number::30 -> (29)":
+        "the Poisson sum cut a term later or earlier, past load + 11 sd + 29 terms: what is left out is below 1e-20 of the sum, under a double's precision",
+    "crawl/seen/bloom.py::_block_fp::number::12 -> (13)":
+        "the Poisson sum cut a term later or earlier, past load + 11 sd + 29 terms: what is left out is below 1e-20 of the sum, under a double's precision",
+    "crawl/seen/bloom.py::_block_fp::number::12 -> (11)":
+        "the Poisson sum cut a term later or earlier, past load + 11 sd + 29 terms: what is left out is below 1e-20 of the sum, under a double's precision",
+    "crawl/seen/bloom.py::false_positive_rate::number::0 -> (-1)":
+        "n = 0 sent through the formula: a load of 0 gives a rate of 0.0 for every k, as the early return",
+    "crawl/seen/bloom.py::as_fps::drop::if isinstance(fps, np.ndarray) and fps.dtype == np.uint64 -> pass":
+        "speed only: np.asarray of a uint64 array is that array",
+    "crawl/robots/policy.py::Robots._group::drop::if got is not None -> pass":
+        "the per-agent memo: without it (or unbounded) the group is worked out again, the same answer",
+    "crawl/robots/policy.py::Robots._group::drop::got = None -> pass":
+        "got is None already when the line is reached (the memo had nothing)",
+    "crawl/robots/policy.py::Robots._group::drop::if len(self._by_agent) < 64 -> pass":
+        "the per-agent memo: without it (or unbounded) the group is worked out again, the same answer",
+    "crawl/robots/policy.py::Robots._group::compare::len(self._by_agent) < 64 -> (len(self._by_agent) >= 64)":
+        "the per-agent memo: without it (or unbounded) the group is worked out again, the same answer",
+    "crawl/robots/policy.py::Robots._group::drop::self._by_agent[agent] = got -> pass":
+        "the per-agent memo: without it (or unbounded) the group is worked out again, the same answer",
+    "crawl/robots/policy.py::Robots._group::number::64 -> (65)":
+        "the bound of a per-agent memo: 64 or 65 agents remembered, the same answers",
+    "crawl/robots/policy.py::Robots.allowed::drop::if not group.rules -> pass":
+        "speed only: with no rules first_match finds none and the URL is allowed",
+    "crawl/robots/policy.py::for_status::number::300 -> (299) #2":
+        "a status of 299 has returned at the 2xx test above",
+    "crawl/core/spool.py::Spool.put::number::1 -> (2)":
+        "sequence numbers that step by 2: keys need only grow",
+    "crawl/core/spool.py::Spool.put::number::0 -> (-1) #3":
+        "_SEQ.unpack(raw)[-1] is [0] of a one-field tuple",
+    "crawl/core/spool.py::Spool.put::number::True -> False #2":
+        "speed only: keys only grow, so a plain put lands where put(append=True) would",
+    "crawl/core/spool.py::Spool._recover::number::0 -> (1)":
+        "the count _recover returns is never read (claim, its one caller, ignores it)",
+    "crawl/core/spool.py::Spool._recover::number::0 -> (-1)":
+        "the count _recover returns is never read (claim, its one caller, ignores it)",
+    "crawl/core/spool.py::Spool._recover::drop::back += 1 -> pass":
+        "the count _recover returns is never read (claim, its one caller, ignores it)",
+    "crawl/core/spool.py::Spool._recover::number::1 -> (2)":
+        "the count _recover returns is never read (claim, its one caller, ignores it)",
+    "crawl/core/spool.py::Spool._recover::number::1 -> (0)":
+        "the count _recover returns is never read (claim, its one caller, ignores it)",
+    "crawl/core/spool.py::Spool.claim::drop::break -> pass":
+        "py-lmdb's Cursor.delete returns False only when the cursor is on no record, and the loop has just read one there",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
