@@ -109,7 +109,8 @@ TARGETS: dict[str, Target] = {
          "tests/fetch/test_fetch_safety.py", "tests/net/test_fetch_exchange.py"),
         ("is_special", "_is_special", "AddressPolicy", "_permits")),
     "crawl/net/backend.py": Target(
-        ("tests/fetch/test_fetch_safety.py", "tests/net/test_fetch_exchange.py", "tests/net/test_http1.py"),
+        ("tests/net/test_mutants_backend.py", "tests/fetch/test_fetch_safety.py",
+         "tests/net/test_fetch_exchange.py", "tests/net/test_http1.py"),
         ("Dialer", "_tcp")),
     "crawl/seen/seenset.py": Target(("tests/seen/test_seen.py", "tests/seen/test_bloom.py",
                                      "tests/seen/test_mutants_seen.py")),
@@ -435,6 +436,8 @@ EQUIVALENT: dict[str, str] = {
         "the count _recover returns is never read (claim, its one caller, ignores it)",
     "crawl/core/spool.py::Spool.claim::drop::break -> pass":
         "py-lmdb's Cursor.delete returns False only when the cursor is on no record, and the loop has just read one there",
+    "crawl/seen/bloom.py::BloomFilter.__init__::number::0 -> (1) #2":
+        "a new filter's covers: every filter the seen set uses has it set (rebuild) or read from its file (load) before it is compared",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
