@@ -252,3 +252,71 @@ def test_a_host_waiting_for_its_address_leaves_the_list_when_an_old_lease_of_it_
         fr.complete([_ok(l2)], t1 + 61)
         got = fr.next(10, 60, t1 + 62)
         assert len(got) == 1 and got[0]["host"] == l1["host"] and fr.stats(t1 + 62)["hosts_waiting_ip"] == 1
+
+
+def _drain(fr: Frontier, t: float) -> list[str]:
+    """Every URL the frontier hands out, in order, leasing and completing one at a time (delay 0)."""
+    out: list[str] = []
+    while True:
+        got = fr.next(1, 600, t)
+        if not got:
+            return out
+        out.append(got[0]["url"])
+        fr.complete([_ok(got[0])], t)
+
+
+def test_a_hosts_urls_are_packed_into_blocks_and_come_out_in_order(tmp_path: Path) -> None:
+    # ~45-byte URLs, 1 KiB blocks: added one by one (one transaction each), in batches, and at two
+    # priorities in turn, they fill blocks (not one block per URL) and come out FIFO within a priority
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
+        def url(prio: int, i: int) -> str:
+            return f"http://a.test/p{prio}/{i:04d}/" + "x" * 20
+
+        want = {1: [], 3: []}
+        for i in range(40):  # one URL an add, alternating priorities: the tail block is the other one's
+            prio = 1 if i % 2 else 3
+            fr.add([{"kind": "url", "v": 1, "url": url(prio, i), "priority": prio}], T0)
+            want[prio].append(url(prio, i))
+        for lo in range(40, 160, 30):  # batches of 30 on one priority, then the other
+            for prio in (3, 1):
+                batch = [url(prio, i) for i in range(lo, lo + 30)]
+                fr.add([{"kind": "url", "v": 1, "url": u, "priority": prio} for u in batch], T0)
+                want[prio] += batch
+        total = sum(len(u) for us in want.values() for u in us)
+        blocks = _entries(fr, "queue")
+        assert blocks <= total // 900 + 4, (blocks, total)  # packed: ~1 KiB a block
+        assert _drain(fr, T0) == want[1] + want[3]
+        assert _entries(fr, "queue") == 0
+
+
+def test_the_lease_record_and_the_counters_of_leases_and_expiries(tmp_path: Path) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/1"} for i in range(3)], T0)
+        got = fr.next(10, 60, T0)
+        assert [x["v"] for x in got] == [1, 1, 1] and all(x["kind"] == "lease" for x in got)
+        assert fr.stats(T0)["leased"] == 3
+        assert fr.requeue_expired(T0 + 61) == 3
+        st = fr.stats(T0 + 61)
+        assert st["expired"] == 3 and st["in_flight"] == 0 and st["queued"] == 3
+
+
+def test_next_due_sees_a_host_at_priority_9(tmp_path: Path) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=5.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}", "priority": 9} for i in range(2)], T0)
+        [lease] = fr.next(1, 600, T0)
+        fr.complete([_ok(lease, ended_at=T0 + 1)], T0 + 1)
+        assert fr.next_due(T0 + 1) == T0 + 6
+
+
+def test_the_known_state_follows_what_an_add_did(tmp_path: Path) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0, host_queue_cap=1)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
+        assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/2"}], T0)["dropped_host_cap"] == 1
+        assert fr.state_of("http://a.test/2") is None  # refused: not "queued"
+        assert _drain(fr, T0) == ["http://a.test/1"]
+        assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/2"}], T0)["added"] == 1  # now it can be
+        assert _drain(fr, T0) == ["http://a.test/2"]
+        fr.new_cycle()
+        assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)["added"] == 1
+        assert fr.state_of("http://a.test/1") == "queued"
+        assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)["known"] == 1
