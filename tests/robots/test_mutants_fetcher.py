@@ -1,0 +1,64 @@
+"""What a mutation run (issue 21) found untested in the robots fetcher's memory:
+a parsed copy is used until its entry expires and never after (the file is
+asked for again), and the per-origin locks do not pile up. A real HTTP server on
+loopback; the fetcher's clock is a plain number the test moves."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import trio
+
+from crawl.net import AddressPolicy, Resolver, make_transport
+from crawl.robots.fetch import RobotsFetcher
+
+
+class _Robots(BaseHTTPRequestHandler):
+    hits: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        type(self).hits.append(self.headers["Host"] + self.path)
+        body = b"User-agent: *\nDisallow: /private\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_remembered_copy_lasts_until_its_entry_expires_and_locks_do_not_pile_up() -> None:
+    _Robots.hits = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Robots)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    now = [1000.0]
+    names = ["a.test", "b.test", "c.test"]
+
+    async def main() -> list[bool]:
+        transport = make_transport(Resolver(overrides={n: ["127.0.0.1"] for n in names}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        fetcher = RobotsFetcher(transport, None, user_agent="crawl", ttl=100.0, clock=lambda: now[0])
+        out = []
+        try:
+            for t, name in [(1000.0, "a.test"), (1050.0, "a.test"), (1099.0, "a.test"), (1101.0, "a.test"),
+                            (1102.0, "b.test"), (1103.0, "c.test"), (1150.0, "b.test")]:
+                now[0] = t
+                info, _ = await fetcher.get(f"http://{name}:{port}/private/x")
+                out.append(info.robots.allowed(f"http://{name}:{port}/private/x", "crawl"))
+            assert fetcher._locks == {}  # one per origin while it is asked, none left after
+        finally:
+            await transport.aclose()
+        return out
+
+    try:
+        answers = trio.run(main)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert answers == [False] * 7
+    # a.test asked at 1000 and again once its copy expired at 1100; b and c once each
+    assert [h.split(":")[0] for h in _Robots.hits] == ["a.test", "a.test", "b.test", "c.test"]
