@@ -96,7 +96,8 @@ TARGETS: dict[str, Target] = {
     "crawl/frontier/complete.py": Target(FRONTIER_TESTS),
     "crawl/frontier/ipslots.py": Target(FRONTIER_TESTS),
     "crawl/robots/fetch.py": Target(
-        ("tests/robots/test_mutants_robots.py", "tests/fetch/test_fetch_safety.py", "tests/fetch/test_fetch_robots.py",
+        ("tests/robots/test_mutants_robots.py", "tests/robots/test_mutants_fetcher.py",
+         "tests/fetch/test_fetch_safety.py", "tests/fetch/test_fetch_robots.py",
          "tests/fetch/test_fetch_testweb.py", "tests/robots/test_robots.py"),
         ("origin_of", "RobotsCache", "_info_from", "_info_async", "RobotsFetcher")),
     "crawl/robots/policy.py": Target(
