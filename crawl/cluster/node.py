@@ -291,7 +291,8 @@ class Node:
         ones out whole (as a handoff does) to their home vshard's owner. A host with a
         lease in flight waits for the next round."""
         now = time.time() if now is None else now
-        claimed = self.placed.claim(4096)
+        c = self.placed.counts()
+        claimed = self.placed.claim(4096) if c["queued"] or c["claimed"] else []
         released: set[str] = set()
         m = self.map
         for _, data in claimed:
