@@ -59,35 +59,37 @@ def patterns(k: int) -> tuple[int, ...]:
     Derived from xxh3 (not ``random``) so a filter saved by one Python
     version reads back correctly under another.
     """
-    if not 1 <= k <= 32:
-        raise ValueError(f"k must be between 1 and 32, got {k}")
-    out = []
-    h = xxhash.xxh3_64_intdigest
-    for p in range(PATTERNS):
-        mask = 0
-        bits = 0
-        r = 0
-        left = 0
-        j = 0
-        while bits < k:
-            if not left:
-                # one hash gives ten 6-bit draws; rejection keeps the k bits distinct
-                r = h(p.to_bytes(4, "big") + j.to_bytes(2, "big"))
-                j += 1
-                left = 10
-            b = r & 63
-            r >>= 6
-            left -= 1
-            if not mask >> b & 1:
-                mask |= 1 << b
-                bits += 1
-        out.append(mask)
-    return tuple(out)
+    return tuple(_pattern_array(k).tolist())
 
 
 @lru_cache(maxsize=4)
 def _pattern_array(k: int) -> np.ndarray:
-    return np.array(patterns(k), dtype=np.uint64)
+    """:func:`patterns` as an array, built for all masks at once: each mask takes
+    6-bit draws from xxh3 of (its index, hash counter), ten per hash, keeping a
+    draw whose bit is not set yet, until it has ``k`` bits (55 ms a process as
+    a loop per mask; about 10 here: issue 19, start-up)."""
+    if not 1 <= k <= 32:
+        raise ValueError(f"k must be between 1 and 32, got {k}")
+    h = xxhash.xxh3_64_intdigest
+    mask = np.zeros(PATTERNS, dtype=np.uint64)
+    bits = np.zeros(PATTERNS, dtype=np.int64)
+    todo = np.arange(PATTERNS)
+    j = 0
+    one, six, low = np.uint64(1), np.uint64(6), np.uint64(63)
+    while todo.size:
+        tail = j.to_bytes(2, "big")
+        r = np.array([h(p.to_bytes(4, "big") + tail) for p in todo.tolist()], dtype=np.uint64)
+        m, c = mask[todo], bits[todo]
+        for _ in range(10):
+            bit = one << (r & low)
+            r >>= six
+            take = (c < k) & ((m & bit) == 0)
+            m |= np.where(take, bit, np.uint64(0))
+            c += take
+        mask[todo], bits[todo] = m, c
+        todo = todo[c < k]
+        j += 1
+    return mask
 
 
 def _block_fp(k: int, load: float) -> float:
@@ -122,9 +124,28 @@ def false_positive_rate(n: int, blocks: int, k: int) -> float:
     return _block_fp(k, n / blocks)
 
 
+# _best_load(k, 0.01) for k = 1..16, as _search_load computes them (bit for bit:
+# tests/seen/test_bloom.py): the default rate's sizing is ~0.1 s of pure Python,
+# paid by every process that opens a seen set before its first request (issue 19).
+_KNOWN_LOADS = {0.01: (
+    0.6407576375165953, 3.103722896860912, 4.5696547240195775, 5.180395879508928,
+    5.3495523599712165, 5.299288141745142, 5.140717353800312, 4.930662755501456,
+    4.699047953418457, 4.461947341069579, 4.228033004049211, 4.001897038706577,
+    3.785831827645189, 3.580815571725368, 3.3870734502580016, 3.204403648222797,
+)}
+
+
 @lru_cache(maxsize=64)
 def _best_load(k: int, target: float) -> float:
     """The highest keys-per-block load for which pattern size ``k`` meets ``target``."""
+    known = _KNOWN_LOADS.get(target)
+    if known is not None and 1 <= k <= len(known):
+        return known[k - 1]
+    return _search_load(k, target)
+
+
+def _search_load(k: int, target: float) -> float:
+    """:func:`_best_load` by bisection on the exact rate formula."""
     lo, hi = 1e-3, 32.0
     if _block_fp(k, lo) > target:
         return 0.0

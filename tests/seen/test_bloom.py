@@ -38,6 +38,20 @@ def test_patterns_have_exactly_k_distinct_bits_and_are_stable() -> None:
         assert bloom.patterns(32)[p] == _pattern_reference(p, 32)
 
 
+@pytest.mark.parametrize("k", [1, 5, 7, 16])
+def test_the_vectorised_table_is_the_loop_per_mask(k: int) -> None:
+    """Every mask of the table built at once (the start-up path) equals the loop's."""
+    assert bloom.patterns(k) == tuple(_pattern_reference(p, k) for p in range(bloom.PATTERNS))
+
+
+def test_the_default_rates_loads_are_the_bisections() -> None:
+    """The stored sizing of the default 1% rate is the bisection's result, bit for bit;
+    another rate is searched."""
+    for target, loads in bloom._KNOWN_LOADS.items():
+        assert loads == tuple(bloom._search_load(k, target) for k in range(1, len(loads) + 1))
+    assert bloom._best_load(5, 0.02) == bloom._search_load(5, 0.02) != bloom._best_load(5, 0.01)
+
+
 def _pattern_reference(p: int, k: int) -> int:
     import xxhash
 
