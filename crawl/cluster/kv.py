@@ -547,20 +547,22 @@ async def init_cluster(servers: str, config: ClusterConfig,
                        v_given: bool = True) -> tuple[bool, ClusterConfig]:
     """``crawl cluster init``: (whether it was created now, the crawl's config)."""
     from nats.errors import TimeoutError as NatsTimeout
-    from nats.js.errors import NoStreamResponseError
+    from nats.js.errors import BadRequestError, NoStreamResponseError
 
     nc = await connect(servers, reconnect=False)
     try:
         cl = Cluster(nc, config.crawl)
         # Just after a cluster starts (or a server restarts) a stream or bucket made a
         # moment ago may have no server answering for it yet ("no response from
-        # stream"); init only creates what is missing, so asking again is safe.
-        for attempt in range(40):
+        # stream"), and a restarted server answers its health check a little before the
+        # meta group counts it again ("no suitable peers for placement, peer offline",
+        # error 10005); init only creates what is missing, so asking again is safe.
+        for attempt in range(120):
             try:
                 created = await cl.init(config, v_given=v_given)
                 break
-            except (NoStreamResponseError, NatsTimeout):
-                if attempt == 39:
+            except (NoStreamResponseError, NatsTimeout, BadRequestError) as e:
+                if attempt == 119 or (isinstance(e, BadRequestError) and getattr(e, "err_code", None) != 10005):
                     raise
                 await asyncio.sleep(0.25)
         assert cl.config is not None

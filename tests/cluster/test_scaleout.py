@@ -315,7 +315,8 @@ def test_hosts_sharing_an_address_are_crawled_by_one_node(small_web: TestWeb, cl
     finish(procs, tmp_path, cluster3, crawl_name)
     got, per_node = union(tmp_path)
     assert set(got) == want, (sorted(want - set(got))[:5], sorted(set(got) - want)[:5])
-    assert all(per_node[n] for n in NODES)
+    # not every node need store pages here: a node that starts late finds every address
+    # already homed elsewhere and hands all its hosts over (seen in a clean-clone run)
     split = {a: ns for a, ns in by_address(small_web, per_node).items() if len(ns) > 1}
     assert split == {}, split
     assert rehomed(tmp_path) > 0  # hosts did move: hashing alone spreads a group over the nodes
