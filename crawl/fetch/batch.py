@@ -18,8 +18,6 @@ from __future__ import annotations
 import itertools
 import resource
 import signal
-import time
-from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -142,7 +140,6 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
     Input batches are acknowledged (spools) only once all their results are written.
     """
     handoff = getattr(source, "handoff", None)
-    ahead_of = getattr(source, "lease_ahead", None)  # (with follow_at and give_back)
     work_send, work_recv = trio.open_memory_channel[tuple[Any, Record]](0)
     store_send, store_recv = trio.open_memory_channel[Fetched](fetcher.cfg.concurrency)
     out_send, out_recv = trio.open_memory_channel[list[Fetched]](4)
@@ -178,70 +175,13 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
         report.add("in")
         return bid, nxt
 
-    async def take(chain: _Chain, newest: Record, prev: Record | None, n: int) -> None:
-        done = chain.taking
-        assert done is not None
-        try:
-            chain.ahead.extend(await trio.to_thread.run_sync(ahead_of, newest, prev, n))
-        finally:
-            chain.taking = None
-            done.set()
-
-    def refill(chain: _Chain, lease: Record, prev: Record | None, tasks: trio.Nursery) -> None:
-        """While ``lease`` is in flight: lease more of its host's URLs if the chain
-        runs short and no such call is under way (one commit off the path)."""
-        if chain.taking is None and len(chain.ahead) <= chain.depth // 2:
-            chain.taking = trio.Event()
-            newest = chain.ahead[-1] if chain.ahead else lease  # the host's newest lease
-            tasks.start_soon(take, chain, newest, prev, chain.depth - len(chain.ahead))
-
-    async def follow(f: Fetched, chain: _Chain) -> tuple[int, Record, float] | None:
-        """The next lease of the chain, when it may be requested, and its batch id;
-        None when there is none, or when the chain was given back (then the
-        completion of ``f`` applies its backoff as always)."""
-        if not chain.ahead and chain.taking is not None:
-            chain.depth = min(2 * chain.depth, AHEAD)  # the answer beat the commit: lease more at once
-            await chain.taking.wait()
-        if not chain.ahead:
-            return None
-        at = source.follow_at(f.record, chain.ahead[0])
-        if at is None:  # before ``f`` goes to be stored: its completion must see its host as its own
-            if chain.taking is not None:
-                await chain.taking.wait()
-            rest = list(chain.ahead)
-            chain.ahead.clear()
-            await trio.to_thread.run_sync(source.give_back, rest, f.record)
-            return None
-        nxt = chain.ahead.popleft()
-        bid = next(bids)
-        pending[bid] = [1, Batch([nxt])]
-        report.add("in")
-        return bid, nxt, at
-
     async def worker(recv: Any, send: Any) -> None:
-        async with send, trio.open_nursery() as tasks:
+        async with send:
             async for bid, lease in recv:
-                chain = _Chain()
-                prev: Record | None = None
                 while lease is not None:
-                    if ahead_of is not None and lease.get("kind") == "lease":
-                        refill(chain, lease, prev, tasks)
                     f = await fetcher.fetch(lease)
                     f.token = bid
-                    nxt = await follow(f, chain) if ahead_of is not None else None
-                    if nxt is not None:  # the host's next request, its lease durable already
-                        try:
-                            send.send_nowait(f)  # no checkpoint: the next request goes first
-                        except trio.WouldBlock:
-                            await send.send(f)
-                        bid, lease, at = nxt
-                        wait = at - time.time()
-                        if wait > 0:  # the host's delay from the end of the answer
-                            await trio.sleep(wait)
-                        prev = f.record
-                        continue
                     await send.send(f)
-                    prev = None
                     bid, lease = await handed(f)
 
     async def store_task() -> None:
@@ -285,20 +225,6 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
                 nursery.start_soon(worker, work_recv.clone(), store_send.clone())
         nursery.start_soon(store_task)
         nursery.start_soon(output)
-
-
-AHEAD = 8  # at most this many leases of one host taken ahead of its request in flight
-
-
-class _Chain:
-    """One host's leases taken ahead of its request in flight, in order (fetch_all)."""
-
-    __slots__ = ("ahead", "depth", "taking")
-
-    def __init__(self) -> None:
-        self.ahead: deque[Record] = deque()
-        self.taking: trio.Event | None = None  # set when the lease_ahead call under way returns
-        self.depth = 2  # how many to hold: doubled when an answer ends before its successor's commit
 
 
 @dataclass

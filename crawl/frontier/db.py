@@ -64,7 +64,6 @@ from typing import Any
 from crawl.core import MapTrimmer, Record, StateError, close_env, open_env
 
 from . import delays, robotswait
-from . import handoff as _ahead
 from . import hostqueue as hq
 from .complete import complete_one
 from .handoff import release_early, worth_it
@@ -247,33 +246,6 @@ class Frontier:
             t.flush()
         self._carry = t.carry()
         return hid is not None, nxt
-
-    def lease_ahead(self, newest: Record, now: float, lease_seconds: float,
-                    prev: Record | None = None, n: int = 1) -> list[Record]:
-        """While a host's chain of leases is fetched (``newest`` the last of it):
-        lease up to ``n`` more of its URLs, to be fetched after it in order by
-        the same fetcher (crawl/frontier/handoff.py, "leases ahead"); ``prev``,
-        the chain's latest answer. One commit, and none at all for a host whose
-        delay is unknown or half a second or more."""
-        with self.env.begin() as txn:  # a read first (not the carry's: nothing commits)
-            if not _ahead.promising(Tx(self, txn, now), newest, prev):
-                return []
-        with self.env.begin(write=True) as txn:
-            t = self._tx(txn, now)
-            out = _ahead.lease_ahead(t, newest, prev, lease_seconds, n)
-            t.flush()
-        self._carry = t.carry()
-        return out
-
-    def give_back(self, ahead: list[Record], behind: Record, now: float) -> int:
-        """Leases from :meth:`lease_ahead` that will not be fetched: their URLs back
-        to their queue, their host held by ``behind`` again (one commit)."""
-        with self.env.begin(write=True) as txn:
-            t = self._tx(txn, now)
-            given = _ahead.give_back(t, ahead, behind)
-            t.flush()
-        self._carry = t.carry()
-        return given
 
     def requeue_expired(self, now: float) -> int:
         """Return URLs of leases past their deadline to their hosts' queues."""

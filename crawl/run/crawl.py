@@ -50,7 +50,6 @@ from crawl.core import (
 )
 from crawl.dedupe import Deduper
 from crawl.frontier import Frontier, Politeness, enqueue_due, wait_notice
-from crawl.frontier.handoff import follow_at
 from crawl.parse import LinkGraph, ParseConfig
 from crawl.recrawl import Recrawler, split_budget
 from crawl.seen import SeenSet, canonical
@@ -471,55 +470,6 @@ class Crawl:
             self.progress.add("lease/released")
             self.wake.set()  # the host is on the schedule again: the lease loop sees when
         return nxt
-
-    def lease_ahead(self, newest: Record, prev: Record | None, n: int) -> list[Record]:
-        """While a host's chain of leases is fetched (a worker thread of
-        fetch_all): lease up to ``n`` more of its URLs, durable before their
-        requests, so that the end of an answer only starts the next request
-        (crawl/frontier/handoff.py, "leases ahead"). The same stops and
-        budgets as any lease; not in a shared crawl (see handoff)."""
-        if self.node is not None:
-            return []
-        now = time.time()
-        b = self.opts.budgets
-        with self._lease_lock:  # (see lease_batches)
-            if not self._may_lease(now):
-                return []
-            if b.max_pages:
-                n = min(n, b.max_pages - self.progress.pages - self.outstanding)
-            if n <= 0:
-                return []
-            out = self.frontier.lease_ahead(newest, now, self.opts.lease_seconds, prev, n)
-            if out:
-                with self._outstanding_lock:
-                    self.outstanding += len(out)
-        if out:
-            self.progress.add("lease/ahead", len(out))
-            self.last_lease = now
-        return out
-
-    def follow_at(self, rec: Record, nxt: Record) -> float | None:
-        """When ``nxt``, leased ahead of the answer ``rec``, may be requested (unix
-        time), or None: give it and the rest of its chain back. Not when
-        stopping, nor when ``nxt`` might expire before its fetch ends (it
-        would be leased again: a second request in flight on its host)."""
-        now = time.time()
-        if self.stopping or now >= self.deadline:
-            return None
-        deadline = nxt.get("deadline")
-        lim = self.opts.fetch.limits
-        if not isinstance(deadline, (int, float)) or deadline - now < 2 * lim.total + lim.connect + 5:
-            return None
-        return follow_at(self.opts.politeness, rec)
-
-    def give_back(self, ahead: list[Record], behind: Record) -> None:
-        """URLs leased ahead that will not be fetched go back to their queue."""
-        with self._lease_lock:
-            given = self.frontier.give_back(ahead, behind, time.time())
-            with self._outstanding_lock:
-                self.outstanding -= given
-        self.progress.add("lease/given-back", len(ahead))
-        self.wake.set()
 
     def _may_lease(self, now: float) -> bool:
         """Whether the lease loop would lease one more URL now (its stops and budgets)."""

@@ -65,15 +65,6 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
         def handoff(self, rec: Record) -> Record | None:
             return crawl.handoff(rec)
 
-        def lease_ahead(self, newest: Record, prev: Record | None, n: int) -> list[Record]:
-            return crawl.lease_ahead(newest, prev, n)
-
-        def follow_at(self, rec: Record, nxt: Record) -> float | None:
-            return crawl.follow_at(rec, nxt)
-
-        def give_back(self, ahead: list[Record], behind: Record) -> None:
-            crawl.give_back(ahead, behind)
-
     class ResultSink:
         def write(self, recs: list[Record]) -> None:
             crawl.write_results(recs)
