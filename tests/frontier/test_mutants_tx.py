@@ -33,13 +33,17 @@ def _other_process(path: Path, code: str) -> object:
     return json.loads(done.stdout)
 
 
+def _crawl_a_test_1(fr: Frontier) -> None:
+    """Queue, lease and complete http://a.test/1 (fetched at T0, answered at T0 + 1)."""
+    fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
+    [lease] = fr.next(1, 600, T0)
+    fr.complete([{"kind": "fetch", "v": 1, "url": lease["url"], "lease": lease["lease"], "outcome": "ok",
+                  "status": 200, "ended_at": T0 + 1}], T0 + 1)
+
 def test_a_transaction_that_wrote_nothing_does_not_vouch_for_its_host_states(tmp_path: Path) -> None:
     path = tmp_path / "frontier"
     with Frontier(path, Politeness(default_delay=1.0)) as fr:
-        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
-        [lease] = fr.next(1, 600, T0)
-        fr.complete([{"kind": "fetch", "v": 1, "url": lease["url"], "lease": lease["lease"], "outcome": "ok",
-                      "status": 200, "ended_at": T0 + 1}], T0 + 1)  # a.test's queue is empty now
+        _crawl_a_test_1(fr)  # a.test's queue is empty now
         assert fr.complete([], T0 + 1) == []  # a transaction that writes nothing
         # another process gives a.test a URL
         _other_process(path, f"fr.add([{{'kind': 'url', 'v': 1, 'url': 'http://a.test/2'}}], {T0 + 2})\nout = 0")
@@ -115,10 +119,7 @@ def test_a_transaction_that_only_read_host_states_does_not_vouch_for_them(tmp_pa
     # transaction id, so the next writer's commit (another process) takes the one it would vouch with
     path = tmp_path / "frontier"
     with Frontier(path, Politeness(default_delay=1.0)) as fr:
-        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
-        [lease] = fr.next(1, 600, T0)
-        fr.complete([{"kind": "fetch", "v": 1, "url": lease["url"], "lease": lease["lease"], "outcome": "ok",
-                      "status": 200, "ended_at": T0 + 1}], T0 + 1)  # a.test's queue is empty now
+        _crawl_a_test_1(fr)  # a.test's queue is empty now
         assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0 + 1)["known"] == 1  # reads a.test
         _other_process(path, f"fr.add([{{'kind': 'url', 'v': 1, 'url': 'http://a.test/2'}}], {T0 + 2})\nout = 0")
         [nxt] = fr.next(1, 600, T0 + 10)  # this process sees the host as the other one left it
