@@ -357,7 +357,8 @@ class Connection(asyncio.Protocol):
                         outcome = "client-closed"
                         break
                     sent += len(body[pos: pos + 1024])
-                    await asyncio.sleep(drip)
+                    if sent < len(body):  # no pause after the last byte: the answer is logged
+                        await asyncio.sleep(drip)  # before its client can ask for the log
                 if not keep_alive:
                     self.transport.close()
                     self.closed = True

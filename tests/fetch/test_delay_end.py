@@ -19,6 +19,7 @@ from typing import Any
 
 from conftest import TESTWEB_CLOCK, start_testweb
 from fetchutil import run_batch
+from proctree import wait_for
 
 from crawl.frontier import Frontier, Politeness
 from crawl.net import Limits
@@ -141,6 +142,8 @@ def test_a_fetch_record_says_when_its_answer_ended(tmp_path: Path) -> None:
         before = len(web.requests())
         [rec] = run_batch(tmp_path / "D", [web.url(slow, "/")], web.hosts_file.read_text(), robots=False,
                           limits=Limits(connect=5.0, total=10.0))
+        # the server logs an answer once its last byte left; the client may ask first
+        assert wait_for(lambda: len(web.requests(before)) == 1, timeout=30), web.requests(before)
         [served] = web.requests(before)
     # fetched_at is read before the fetch's clock starts, and ended_at never early: at least the sum
     assert rec["outcome"] == "ok" and rec["ended_at"] >= rec["fetched_at"] + rec["timings"]["total"] - 1e-5
