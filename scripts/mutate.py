@@ -1111,6 +1111,13 @@ def main(argv: list[str] | None = None) -> int:
                                                     "a module over processes")
     ap.add_argument("--skip", type=Path, nargs="+", default=[], metavar="JSONL",
                     help="leave out the mutants that have a line in these --json files")
+    ap.add_argument("--skip-judged", action="store_true",
+                    help="do not run the mutants already judged equivalent (the EQUIVALENT list): they are "
+                         "reported as 'judged equivalent, not run', never as killed, and stay out of the kill "
+                         "rate's denominator as they would if run and survived (a judgement is re-checked only "
+                         "by a run without this flag)")
+    ap.add_argument("--select-only", action="store_true",
+                    help="only the coverage pass: write the --selection FILE and stop (then start the shards)")
     ap.add_argument("--no-fork", action="store_true",
                     help="start pytest afresh for every mutant instead of forking it from a warm process")
     ap.add_argument("--tests", action="append", default=[], metavar="FILE",
@@ -1146,6 +1153,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"mutate: error: no file {str(f)!r} to --skip")
         done |= {json.loads(line)["key"] for line in f.read_text().splitlines() if line.strip()}
     plan: dict[str, tuple[int, list[Mutant]]] = {}
+    judged: dict[str, list[Mutant]] = {}  # --skip-judged: left out, reported as not run
     sources: dict[str, bytes] = {}
     for mod in modules:
         src = (subprocess.run(["git", "-C", str(ROOT), "show", f"{args.rev}:{mod}"], check=True,
@@ -1159,13 +1167,18 @@ def main(argv: list[str] | None = None) -> int:
         if shard:
             pool_ = pool_[shard[0] - 1::shard[1]]
         pool_ = [m for m in pool_ if m.key not in done]
+        if args.skip_judged:
+            judged[mod] = [m for m in pool_ if m.key in EQUIVALENT]
+            pool_ = [m for m in pool_ if m.key not in EQUIVALENT]
         chosen = sorted(rng.sample(pool_, args.sample), key=lambda m: (m.line, m.start)) \
             if args.sample and args.sample < len(pool_) else pool_
-        if chosen or not args.only:
+        if chosen or judged.get(mod) or not args.only:
             plan[mod] = (len(found), chosen)
     if not plan:
         raise SystemExit("mutate: error: no mutant's key contains " + " or ".join(map(repr, args.only))
                          + " (see --list)")
+    if args.select_only and not args.selection:
+        raise SystemExit("mutate: error: --select-only needs --selection FILE")
     if args.list:
         for mod, (total, chosen) in plan.items():
             print(f"== {mod}: {total} mutants" + (f", {len(chosen)} chosen" if len(chosen) < total else ""))
@@ -1209,6 +1222,9 @@ def main(argv: list[str] | None = None) -> int:
                 selection = select_by_coverage(workers[0].tree, base / "coverage", list(plan), every, args.jobs)
                 if args.selection:
                     selection.save(args.selection)
+            if args.select_only:
+                print(f"mutate: the selection is in {args.selection}", flush=True)
+                return 0
         if not args.no_fork:
             warm = _third_party(workers[0].tree, sorted({t for mod in plan for t in tests_of(mod)}))
             for w in workers:
@@ -1216,6 +1232,14 @@ def main(argv: list[str] | None = None) -> int:
         for mod, (total, chosen) in plan.items():
             tests = tests_of(mod)
             res = results[mod] = ModuleResult(mod, total)
+            for m in judged.get(mod, []):
+                m.outcome, m.detail = "not run", "judged equivalent, not run"
+                res.mutants.append(m)
+                if jfile:
+                    jfile.write(_record(mod, m) + "\n")
+            if judged.get(mod):
+                print(f"== {mod}: {len(judged[mod])} mutants judged equivalent, not run (--skip-judged)",
+                      flush=True)
             if selection is None:
                 outcome, took, tail = run_tests(workers[0].tree, tests, max(args.timeout, 1800))
                 res.baseline = took
@@ -1259,10 +1283,7 @@ def main(argv: list[str] | None = None) -> int:
                     if m.outcome == "error":
                         print(f"           {m.detail}", flush=True)
                     if jfile:
-                        jfile.write(json.dumps({"module": mod, "line": m.line, "function": m.qualname,
-                                                "op": m.op, "before": m.before, "after": m.after,
-                                                "key": m.key, "outcome": m.outcome, "detail": m.detail,
-                                                "seconds": round(m.seconds, 1)}) + "\n")
+                        jfile.write(_record(mod, m) + "\n")
                         jfile.flush()
     except KeyboardInterrupt:
         print("mutate: interrupted; the figures below count the mutants run so far", flush=True)
@@ -1277,6 +1298,12 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(base, ignore_errors=True)
     print(f"mutate: {time.monotonic() - t_start:.0f} s in all", flush=True)
     return report(results)
+
+
+def _record(mod: str, m: Mutant) -> str:
+    return json.dumps({"module": mod, "line": m.line, "function": m.qualname, "op": m.op, "before": m.before,
+                       "after": m.after, "key": m.key, "outcome": m.outcome, "detail": m.detail,
+                       "seconds": round(m.seconds, 1)})
 
 
 def merged(files: list[Path], modules: list[str], rev: str | None) -> dict[str, ModuleResult]:
@@ -1314,13 +1341,15 @@ def _rate(row: dict[str, int]) -> str:
 
 def report(results: dict[str, ModuleResult]) -> int:
     print("\nkill rate: killed (timeouts included) / (run - equivalent); 'unreached' survivors are lines no "
-          "test executes, 'left' the survivors neither equivalent nor unobservable")
-    cols = ("mutants", "run", "killed", "timeout", "survived", "unreached", "equiv.", "unobs.", "left")
+          "test executes, 'left' the survivors neither equivalent nor unobservable; 'not run' the mutants "
+          "judged equivalent and left out by --skip-judged (in no column but 'mutants')")
+    cols = ("mutants", "not run", "run", "killed", "timeout", "survived", "unreached", "equiv.", "unobs.",
+            "left")
     print(f"\n{'module':30}" + "".join(f"{c:>10}" for c in cols) + f"{'kill rate':>10}")
     total = dict.fromkeys(cols, 0)
     for mod, r in results.items():
         surv = [m for m in r.mutants if m.outcome == "survived"]
-        row = {"mutants": r.total, "run": r.count("killed", "timeout", "survived"), "killed": r.count("killed"),
+        row = {"mutants": r.total, "not run": r.count("not run"), "run": r.count("killed", "timeout", "survived"), "killed": r.count("killed"),
                "timeout": r.count("timeout"), "survived": len(surv),
                "unreached": sum(m.detail == "no test reaches it" for m in surv),
                "equiv.": sum(m.key in EQUIVALENT for m in surv), "unobs.": sum(m.key in UNOBSERVABLE for m in surv)}
@@ -1343,10 +1372,17 @@ def report(results: dict[str, ModuleResult]) -> int:
                   + (f"\n      unobservable, not equivalent: {blind}" if blind else "")
                   + (f"\n      open: {looked}" if looked else "")
                   + f"\n      key: {m.key}")
+    unrun = [m for r in results.values() for m in r.mutants if m.outcome == "not run"]
+    if unrun:
+        print(f"\njudged equivalent, not run (--skip-judged): {len(unrun)}")
+        for m in unrun:
+            why = EQUIVALENT.get(m.key)
+            print(f"  {m.label()}" + (f"\n      equivalent: {why}" if why else
+                                      "\n      NO LONGER JUDGED: run it (--only)") + f"\n      key: {m.key}")
     errors = [m for r in results.values() for m in r.mutants if m.outcome == "error"]
     for m in errors:
         print(f"  error: {m.label()}: {m.detail}")
-    return 1 if any(m.key not in EQUIVALENT and m.key not in UNOBSERVABLE for m in survivors) else 0
+    return 1 if any(m.key not in EQUIVALENT and m.key not in UNOBSERVABLE for m in survivors + unrun) else 0
 
 
 if __name__ == "__main__":
