@@ -321,3 +321,41 @@ def test_the_known_state_follows_what_an_add_did(tmp_path: Path) -> None:
         assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)["added"] == 1
         assert fr.state_of("http://a.test/1") == "queued"
         assert fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)["known"] == 1
+
+
+def test_a_host_handed_away_and_back_is_leased_again(tmp_path: Path) -> None:
+    # a shard that leaves (take_hosts) and comes back (its host record, then its URLs): the host left
+    # the schedule and must be put back on it, at the same priority and the same time as before
+    from crawl.frontier import merge_host_state, take_hosts
+
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=2.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(3)], T0)
+        [lease] = fr.next(1, 600, T0)
+        fr.complete([_ok(lease, ended_at=T0 + 1)], T0 + 1)  # a.test scheduled at T0 + 3, priority 1
+        out: list[dict] = []
+        assert take_hosts(fr, ["a.test"], T0 + 1, out.extend)["hosts"] == 1
+        assert fr.next_due(T0 + 1) is None
+        host = next(r for r in out if r["kind"] == "host")
+        assert host["next_allowed"] == T0 + 3
+        assert merge_host_state(fr, [host], T0 + 2) == 1
+        assert fr.add([r for r in out if r["kind"] == "url"], T0 + 2)["added"] == 2
+        assert fr.next_due(T0 + 2) == T0 + 3
+        assert fr.next(5, 600, T0 + 2.5) == []
+        assert [x["url"] for x in fr.next(5, 600, T0 + 3)] == ["http://a.test/1"]
+
+
+def test_a_scheduled_host_whose_next_allowed_time_moves_later_moves_on_the_schedule(tmp_path: Path) -> None:
+    # a host's state taken over from another node (merge_host_state) moves its time on the schedule;
+    # next_due (what `next --wait` sleeps until) tells where it is
+    from crawl.frontier import merge_host_state
+
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=2.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(2)], T0)
+        [lease] = fr.next(1, 600, T0)
+        fr.complete([_ok(lease, ended_at=T0 + 1)], T0 + 1)
+        assert fr.next_due(T0 + 1) == T0 + 3
+        assert merge_host_state(fr, [{"kind": "host", "v": 1, "host": "a.test", "next_allowed": T0 + 50}],
+                                T0 + 1) == 1
+        assert fr.next_due(T0 + 1) == T0 + 50
+        assert fr.next(5, 600, T0 + 49) == []
+        assert [x["url"] for x in fr.next(5, 600, T0 + 50)] == ["http://a.test/1"]
