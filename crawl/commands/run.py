@@ -145,6 +145,13 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     signal.signal(signal.SIGTERM, early)
     _apply_config(ctx, config_file)
     kw = {k: ctx.params[k] for k in kw}
+    parse_procs = default_parse_procs() if kw["parse_procs"] is None else kw["parse_procs"]
+    children = None
+    if parse_procs:  # first: their imports run beside this process's (crawl/run/spawn.py)
+        from crawl.run.spawn import Children
+
+        children = Children(parse_procs)
+        ctx.call_on_close(children.close)  # killed unless the loop gave them their work
     from crawl.core import Report
 
     report = Report("run")
@@ -167,7 +174,7 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         scope=Scope(kw["scope"], tuple(kw["allow"]), tuple(kw["deny"]), kw["max_depth"]),
         politeness=politeness, fetch=fetch_cfg,
         parse=ParseConfig(agent=fetch_cfg.agent_token), lease_seconds=kw["lease"],
-        parse_procs=default_parse_procs() if kw["parse_procs"] is None else kw["parse_procs"],
+        parse_procs=parse_procs,
         recrawl=kw["recrawl"], recrawl_share=kw["recrawl_share"],
         recrawl_budget=kw["recrawl_budget"], cycle=kw["cycle"], **net,
     )
@@ -192,7 +199,7 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
                 if urls else "give seed URLs (arguments or --seeds FILE)"))
         import trio
 
-        final = trio.run(run_crawl, crawl, display, report)
+        final = trio.run(run_crawl, crawl, display, report, children)
         final["ended"] = round(time.time(), 3)  # crawl stats: finished, not killed
         crawl.write_status(final)
     finally:

@@ -1,9 +1,11 @@
 """One parse process of ``crawl run --parse-procs N``: dedupe, parse, seen and admission.
 
-The parent (crawl/run/loop.py) starts it as
-``python -c "from crawl.run.child import main; main()" LINE NEWS`` with its
-work order, the crawl directory and the run's options, pickled on stdin;
-LINE and NEWS are the descriptors of its two pipes (see :func:`serve`).
+The parent (crawl/run/spawn.py) starts it as
+``python -c "from crawl.run.child import main; main()" LINE NEWS`` first
+thing, so that its imports run beside the parent's; its work order, the
+crawl directory and the run's options, follows pickled on stdin once the
+directory is the run's; LINE and NEWS are the descriptors of its two pipes
+(see :func:`serve`).
 
 Why not multiprocessing: a spawned process imports the module of its
 target, here the whole run loop (trio, the fetcher, the network stack,
@@ -26,15 +28,12 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from crawl.core import CrawlDir, CrawlError, ExitStatus, hold_lifeline
+from crawl.core.lifeline import ORPHANED
 
 from .crawl import Crawl, RunOptions
+from .spawn import LINKS, MORE, READY, STOP
 
-DONE, STOP, MORE = b"done", b"stop", b"more"  # parent -> child (lifeline)
-READY, LINKS = b"ready", b"links"  # child -> parent (news)
 COALESCE = 0.02  # seconds a woken parse process gathers results before claiming them
-# what the parent runs: signals ignored before anything loads (the parent decides when it stops)
-BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN); from crawl.run.child import main; main()")
 
 
 def work_order(root: str, opts: RunOptions) -> bytes:
@@ -49,7 +48,10 @@ def main() -> None:
     """Entry point: the two descriptors from argv, the work order from stdin."""
     line = Connection(int(sys.argv[1]), writable=False)
     news = Connection(int(sys.argv[2]), readable=False)
-    root, opts = pickle.load(sys.stdin.buffer)
+    try:  # the parent starts this process before it knows the run will happen (crawl/run/spawn.py)
+        root, opts = pickle.load(sys.stdin.buffer)
+    except EOFError:
+        sys.exit(ORPHANED)  # no order came: the parent stopped before its loop, or is gone
     sys.stdin.close()
     serve(root, opts, line, news)
 

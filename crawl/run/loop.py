@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,19 +22,22 @@ from crawl.core import (
     Batch,
     CrawlError,
     ExitStatus,
-    Lifeline,
     Record,
     Report,
 )
 from crawl.fetch import fetch_all, open_fetcher
 
-from . import child
+from . import spawn
 from .cluster import cluster_tasks
 from .crawl import Crawl
+from .spawn import Children
 
 
-async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
-    """The loop; returns the final status record. Ctrl-C / SIGTERM stop it gently."""
+async def run_crawl(crawl: Crawl, display: Any, report: Report, children: Children | None = None) -> Record:
+    """The loop; returns the final status record. Ctrl-C / SIGTERM stop it gently.
+
+    ``children``: parse processes the command started before its imports
+    (crawl/run/spawn.py); without them, and with ``--parse-procs`` N, they start here."""
 
     async def watch_signals(cancel: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
@@ -87,7 +88,7 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
                 outer.start_soon(cluster_tasks, crawl, report)
             async with trio.open_nursery() as inner:
                 if opts.parse_procs:
-                    inner.start_soon(_process_children, crawl)
+                    inner.start_soon(_process_children, crawl, children)
                 else:
                     inner.start_soon(crawl.processor)
                 with fetch_scope:
@@ -113,53 +114,6 @@ async def run_crawl(crawl: Crawl, display: Any, report: Report) -> Record:
 # Each child is crawl/run/child.py in a new interpreter, told its work on stdin.
 
 
-class _Child:
-    """A parse process (crawl/run/child.py) and the few ``multiprocessing.Process``
-    calls the loop makes of it."""
-
-    def __init__(self, name: str, popen: subprocess.Popen[bytes]) -> None:
-        self.name = name
-        self.popen = popen
-        self.pid: int | None = popen.pid
-
-    @property
-    def exitcode(self) -> int | None:
-        return self.popen.poll()  # as multiprocessing's: -N for signal N
-
-    def is_alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def join(self, timeout: float | None = None) -> None:
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def kill(self) -> None:
-        self.popen.kill()
-
-
-def _start_child(i: int, line: Lifeline, writer: Any) -> _Child:
-    """Start parse process ``i`` with its two pipe ends (its work order follows on stdin).
-
-    Not multiprocessing's spawn: that imports this module in the child and
-    starts a resource tracker beside it (crawl/run/child.py says why)."""
-    fds = (line.reader.fileno(), writer.fileno())
-    popen = subprocess.Popen([sys.executable, *subprocess._args_from_interpreter_flags(), "-c", child.BOOT,
-                              *map(str, fds)], stdin=subprocess.PIPE, pass_fds=fds, close_fds=True)
-    return _Child(f"crawl-parse-{i}", popen)
-
-
-def _send_order(p: _Child, order: bytes) -> None:
-    """The work order on the child's stdin (a thread: a big scope waits for the child to read)."""
-    assert p.popen.stdin is not None
-    try:
-        p.popen.stdin.write(order)
-        p.popen.stdin.close()
-    except OSError:
-        pass  # it died at start: _watch_children says so
-
-
 def _listen(crawl: Crawl, news: list[Any], ready: threading.Event) -> None:
     """The parent's ear (a thread): children's ``ready`` and ``links`` until all hang up."""
     from multiprocessing.connection import wait
@@ -173,9 +127,9 @@ def _listen(crawl: Crawl, news: list[Any], ready: threading.Event) -> None:
                 except (EOFError, OSError):
                     open_.remove(conn)
                     continue
-                if message == child.READY:
+                if message == spawn.READY:
                     ready.set()
-                elif message == child.LINKS:
+                elif message == spawn.LINKS:
                     crawl.wake.set()
     except (OSError, ValueError):
         return  # closed under us at the end of the run
@@ -190,13 +144,13 @@ async def _parse_until_ready(crawl: Crawl, ready: threading.Event) -> None:
             await crawl.wait_fed(0.05)
 
 
-async def _process_children(crawl: Crawl) -> None:
-    from multiprocessing import Pipe  # plain pipes: no resource tracker
-
-    # A new process, not a fork of a threaded, LMDB-holding one (crawl/run/child.py).
-    lines = [Lifeline() for _ in range(crawl.opts.parse_procs)]
-    news = [Pipe(duplex=False) for _ in lines]  # (parent's read end, child's write end)
-    procs: list[_Child] = []
+async def _process_children(crawl: Crawl, children: Children | None) -> None:
+    # New processes, not forks of a threaded, LMDB-holding one (crawl/run/child.py).
+    if children is None or len(children.procs) != crawl.opts.parse_procs:
+        if children is not None:
+            children.close()
+        children = Children(crawl.opts.parse_procs)
+    lines, news, procs = children.lines, children.news, children.procs
     told: set[bytes] = set()
     ready = threading.Event()
     ear: threading.Thread | None = None
@@ -211,7 +165,7 @@ async def _process_children(crawl: Crawl) -> None:
         if now - said_more[0] >= 0.05:
             said_more[0] = now
             for line in lines:
-                line.send(child.MORE)
+                line.send(spawn.MORE)
 
     def tell(message: bytes) -> None:
         if message not in told:
@@ -220,13 +174,10 @@ async def _process_children(crawl: Crawl) -> None:
                 line.send(message)
 
     try:
-        order = child.work_order(str(crawl.cdir.root), crawl.opts)
-        for i, (line, (_, w)) in enumerate(zip(lines, news, strict=True)):
-            procs.append(_start_child(i, line, w))
-            line.drop_reader()
-            w.close()  # the child has its own: end of file once every child is gone
-        for p in procs:
-            await trio.to_thread.run_sync(_send_order, p, order)
+        from .child import work_order  # the parent has the run's modules loaded already
+
+        order = work_order(str(crawl.cdir.root), crawl.opts)
+        await trio.to_thread.run_sync(children.send_order, order)
         crawl.on_results = more
         ear = threading.Thread(target=_listen, args=(crawl, [r for r, _ in news], ready),
                                name="crawl-parse-news", daemon=True)
@@ -234,14 +185,14 @@ async def _process_children(crawl: Crawl) -> None:
         async with trio.open_nursery() as bridge:
             bridge.start_soon(_parse_until_ready, crawl, ready)
             await _watch_children(crawl, procs, tell)
-        tell(child.DONE)
+        tell(spawn.DONE)
         if crawl.stopping.startswith("signal"):
-            tell(child.STOP)
+            tell(spawn.STOP)
         for p in procs:
             await trio.to_thread.run_sync(p.join)
     finally:
         crawl.on_results = None
-        tell(child.STOP)
+        tell(spawn.STOP)
         for p in procs:
             p.join(5)
             if p.is_alive():
@@ -251,15 +202,14 @@ async def _process_children(crawl: Crawl) -> None:
             line.close()
         if ear is not None:
             ear.join(1)  # the children are gone: it has read their end of file
-        for r, _ in news:
-            r.close()
+        children.close()
 
 
 async def _watch_children(crawl: Crawl, procs: list[Any], tell: Callable[[bytes], None]) -> None:
     """Until fetching is done: pass a stop on, and end the crawl if a child died."""
     while not crawl.fetch_done:
         if crawl.stopping.startswith("signal"):
-            tell(child.STOP)  # the rest waits in the spool for the next run
+            tell(spawn.STOP)  # the rest waits in the spool for the next run
         for p in procs:
             if not p.is_alive() and p.exitcode not in (0, None):
                 said = " on the error above" if p.exitcode == ExitStatus.ERROR else ""

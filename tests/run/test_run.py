@@ -177,7 +177,10 @@ def test_run_covers_the_web_politely(mixed_web: TestWeb, tmp_path: Path) -> None
 
 
 def test_sigkill_resume_gives_the_same_pages(tmp_path: Path) -> None:
-    with start_testweb(tmp_path / "w", hosts=40, seed=5, pages=16, links=4, mix="plain") as web:
+    # 48 pages a host at 0.2 s: about 10 s of crawling, so a dozen kills 0.6-1.8 s
+    # after each start land mid-crawl (with 16 pages a faster start-up finished the
+    # crawl after 8 of them, and the later runs had nothing left to be killed in)
+    with start_testweb(tmp_path / "w", hosts=40, seed=5, pages=48, links=4, mix="plain") as web:
         ref = tmp_path / "ref"
         crawl(web, ref)
         want = set(stored(ref))

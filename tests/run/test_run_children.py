@@ -46,3 +46,57 @@ def test_sigkill_of_the_parent_takes_its_children_along(tmp_path: Path) -> None:
                 proc.kill()
                 proc.wait()
             kill_leftovers(before, pgid)
+
+
+# -- parse processes started before the parent's imports (crawl/run/spawn.py) --------
+
+_SPAWN = """
+import sys, time
+from crawl.run.spawn import Children
+kids = Children(1)
+p = kids.procs[0]
+if sys.argv[1] == "no-order":  # the parent stops before its loop: end of file, no order
+    p.popen.stdin.close()
+    p.popen.wait(60)
+    print(p.exitcode)
+else:  # "close": the command's clean-up kills a child never given its work
+    time.sleep(0.3)  # mid-import, or waiting on its order
+    kids.close()
+    print(p.exitcode, p.is_alive())
+"""
+
+
+def test_a_parse_process_given_no_work_order_leaves_quietly() -> None:
+    """The parent starts its parse process first thing, before it knows the run
+    will happen; when no order comes (end of file on stdin) the child exits with
+    ORPHANED and says nothing (no EOFError traceback on the operator's terminal)."""
+    res = subprocess.run([sys.executable, "-c", _SPAWN, "no-order"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["75"], res.stdout  # crawl.core.lifeline.ORPHANED
+    assert res.stderr == ""
+
+
+def test_children_never_given_work_are_killed_at_close() -> None:
+    res = subprocess.run([sys.executable, "-c", _SPAWN, "close"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(-signal.SIGKILL), "False"], res.stdout
+    assert "Traceback" not in res.stderr
+
+
+def test_a_run_that_stops_before_its_loop_leaves_no_process_behind(tmp_path: Path) -> None:
+    """`crawl run` with nothing to crawl stops with its one line (exit 2) after it
+    started its parse process: that process is gone too, and said nothing."""
+    proc = subprocess.Popen([sys.executable, "-m", "crawl", "run", "--dir", str(tmp_path / "c"),
+                             "--parse-procs", "1", "--progress", "none"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    pgid = proc.pid
+    try:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2, err
+        assert err.strip().splitlines() == ["crawl: error: nothing to crawl: give seed URLs (arguments or --seeds FILE)"]
+        assert wait_for(lambda: not group(pgid), 15), [cmdline(p) for p in group(pgid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_leftovers(group(pgid), pgid)
