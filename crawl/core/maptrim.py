@@ -18,7 +18,6 @@ Anywhere ``/proc`` or ``madvise`` is missing, trimming is a no-op.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from pathlib import Path
 
@@ -26,7 +25,9 @@ _MADV_DONTNEED = 4
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 try:
-    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    # the process's own symbols (libc among them): find_library("c") would run
+    # `ldconfig -p` in a subprocess, ~20 ms of every command's start
+    _libc = ctypes.CDLL(None, use_errno=True)
     _madvise = _libc.madvise
     _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     _madvise.restype = ctypes.c_int
