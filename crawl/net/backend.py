@@ -24,6 +24,7 @@ from __future__ import annotations
 import ssl
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 import certifi
 import trio
@@ -39,10 +40,19 @@ class RefusedAddress(ConnectError):
 class Dialer:
     """Resolve, check the policy, connect (and shake hands for https) within ``timeout``."""
 
-    def __init__(self, resolver: Resolver, policy: AddressPolicy, ssl_context: ssl.SSLContext) -> None:
+    def __init__(self, resolver: Resolver, policy: AddressPolicy,
+                 ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext]) -> None:
         self.resolver = resolver
         self.policy = policy
-        self.ssl = ssl_context
+        self._ssl = ssl_context
+
+    @property
+    def ssl(self) -> ssl.SSLContext:
+        """The TLS context, made at the first https dial when given as a maker: loading
+        the CA bundle is ~25 ms of a crawl's start that an http-only crawl never needs."""
+        if not isinstance(self._ssl, ssl.SSLContext):
+            self._ssl = self._ssl()
+        return self._ssl
 
     async def dial(self, scheme: str, host: str, port: int, timeout: float) -> Connection:
         try:
@@ -195,10 +205,13 @@ def make_transport(
     verify: bool = True,
 ) -> OriginPools:
     """The crawler's transport: one connection per origin, dialled through :class:`Dialer`."""
-    ctx = ssl.create_default_context(cafile=certifi.where())  # what httpx would use, without importing it
-    if not verify:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    ctx.set_alpn_protocols(["http/1.1"])
-    return OriginPools(Dialer(resolver, policy, ctx), max_origins=max_origins,
+    def context() -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=certifi.where())  # what httpx would use, without importing it
+        if not verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        ctx.set_alpn_protocols(["http/1.1"])
+        return ctx
+
+    return OriginPools(Dialer(resolver, policy, context), max_origins=max_origins,
                        keepalive_expiry=keepalive_expiry)
