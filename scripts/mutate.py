@@ -439,6 +439,50 @@ EQUIVALENT: dict[str, str] = {
         "py-lmdb's Cursor.delete returns False only when the cursor is on no record, and the loop has just read one there",
     "crawl/seen/bloom.py::BloomFilter.__init__::number::0 -> (1) #2":
         "a new filter's covers: every filter the seen set uses has it set (rebuild) or read from its file (load) before it is compared",
+    "crawl/frontier/tx.py::Tx.__init__::number::0 -> (1)":
+        "the first value of lease_id is never read: lease() and lease_this() set it from the lease counter before lease_host, its only reader, runs (as its drop above)",
+    "crawl/frontier/tx.py::Tx.__init__::number::0 -> (-1)":
+        "as above",
+    "crawl/frontier/tx.py::Tx.host_id::drop::self.fr.remember_hid(name, hid) -> pass":
+        "speed only: a host id not remembered in the process's cache is read again from LMDB, the same committed id (as host_id's other cache lines above)",
+    "crawl/frontier/tx.py::Tx.carry::compare::len(self.hosts) > CARRY_HOSTS -> (len(self.hosts) <= CARRY_HOSTS)":
+        "speed and memory only: the carry is used only while valid (no other commit in between, Tx.__init__), whatever its size; without it the same states are read from LMDB",
+    "crawl/frontier/tx.py::Tx.flush_deadlines::drop::gone.sort() -> pass":
+        "speed only: each gone key is found by set_key in any order (the cur.key() == key test only saves a search)",
+    "crawl/frontier/tx.py::Tx.schedule::drop::if h.sched == prio and h.sched_ms == t_ms -> pass":
+        "speed only: a host already scheduled at that priority and time is taken off (its entry deleted, or its pending put dropped) and put back at the same key",
+    "crawl/frontier/tx.py::Tx.find_tail::number::255 -> (256)":
+        "priorities are 0..9 (effective_priority clamps them): prio < 256 and prio < 255 agree",
+    "crawl/frontier/tx.py::Tx.find_tail::number::0 -> (1)":
+        "space only: searching from (prio + 1, seq 1) can step back onto a block of prio + 1 (seq 1 is the first the counter gives), then no tail is found and a new block is started, the same URLs in the same order (see find_tail's other entries)",
+    "crawl/frontier/tx.py::Tx.find_tail::number::1 -> (2)":
+        "space only: searching from prio + 2 can step back onto a block of prio + 1, then no tail is found and a new block is started, the same URLs in the same order",
+    "crawl/frontier/tx.py::Tx.reschedule::drop::self.unschedule(hid, h) -> pass":
+        "a no-op wherever it is reached: reschedule meets an empty queue only on a host on no schedule (after a completion, an early release or an expiry: lease_host set NOT_SCHEDULED and nothing schedules a leased host; a woken address waiter is set NOT_SCHEDULED first); merge_done and take_hosts, which empty a scheduled host's queue, unschedule it themselves",
+    "crawl/frontier/tx.py::Tx.find_tail::number::False -> True":
+        "found = True when prio >= 255: priorities are 0..9 (effective_priority clamps them), the else is never taken",
+    "crawl/frontier/tx.py::Tx.find_tail::number::0 -> (1) #2":
+        "the prefix of queue_key(hid, prio, 1)[:5] is that of queue_key(hid, prio, 0)[:5]: the sequence number is past byte 5",
+    "crawl/frontier/tx.py::Tx.append::drop::if h.tail_prio == prio -> pass":
+        "speed only: without the one-get guess of the tail block, find_tail's search finds the same block",
+    "crawl/frontier/tx.py::Tx.append::compare::h.tail_prio == prio -> (h.tail_prio != prio)":
+        "speed only: the guess reads a block at another priority's sequence number, absent at this one (sequence numbers are unique), or is skipped; find_tail's search finds the same tail",
+    "crawl/frontier/tx.py::Tx.append::drop::if block is not None -> pass":
+        "speed only: the whole if goes (its body too), so the tail is left to find_tail's search, which finds the same block",
+    "crawl/frontier/tx.py::Tx.append::drop::tail = (key, block) -> pass":
+        "speed only, as above",
+    "crawl/frontier/tx.py::Tx.append::number::1 -> (0)":
+        "n == 0 never holds (append is given at least one item); one item then takes the general path, which tops up the tail with it exactly as the one-item path does",
+    "crawl/frontier/tx.py::Tx.append::number::0 -> (-1) #2":
+        "items[-1] is items[0] on the one-item path (n == 1)",
+    "crawl/frontier/tx.py::Tx.append::number::0 -> (-1) #3":
+        "items[-1] is items[0] on the one-item path (n == 1)",
+    "crawl/frontier/tx.py::Tx.append::number::1 -> (2) #2":
+        "i = 2 for i = 1 with n == 1: the new-block loop (while i < n) is skipped either way",
+    "crawl/frontier/tx.py::Tx.append::drop::h.tail_prio, h.tail_seq = (prio, seq) -> pass":
+        "speed only: tail_prio is then never set (NO_HEAD), so every add finds its tail by find_tail's search, the same block",
+    "crawl/frontier/tx.py::Tx.add_many::drop::self.flush_known() -> pass":
+        "never reached: add_many's two callers (Frontier.add, recrawl.readd) call it on a fresh Tx, and add_many writes known states itself (never through set_known), so no known put is pending",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

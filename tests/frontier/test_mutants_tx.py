@@ -359,3 +359,41 @@ def test_a_scheduled_host_whose_next_allowed_time_moves_later_moves_on_the_sched
         assert fr.next_due(T0 + 1) == T0 + 50
         assert fr.next(5, 600, T0 + 49) == []
         assert [x["url"] for x in fr.next(5, 600, T0 + 50)] == ["http://a.test/1"]
+
+
+def test_blocks_stay_within_1_kib_whatever_the_batch_sizes(tmp_path: Path) -> None:
+    # a host's queue is blocks of ~1 KiB (a lease rewrites one block): adds of one URL, pairs, batches
+    # of 30 and of 3 each top up the tail block and start new ones, never past BLOCK, never one a URL
+    from crawl.frontier import hostqueue as hq
+
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
+        want: list[str] = []
+        for size in [1] * 10 + [2] * 30 + [30] * 4 + [1] * 5 + [3] * 10:
+            batch = [f"http://a.test/{len(want) + j:04d}/" + "x" * 20 for j in range(size)]
+            fr.add([{"kind": "url", "v": 1, "url": u} for u in batch], T0)
+            want += batch
+        with fr.env.begin() as txn:
+            sizes = [len(v) for _, v in txn.cursor(db=fr.db["queue"])]
+        assert max(sizes) <= hq.BLOCK
+        assert len(sizes) <= sum(sizes) // 900 + 2, sizes
+        assert _drain(fr, T0) == want
+
+
+def test_a_more_urgent_url_moves_its_scheduled_host_up(tmp_path: Path) -> None:
+    # a.test is scheduled at priority 5, b.test at 3; a URL of priority 0 for a.test puts a.test first
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/late", "priority": 5},
+                {"kind": "url", "v": 1, "url": "http://b.test/1", "priority": 3}], T0)
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/urgent", "priority": 0}], T0)
+        assert fr.dump("a.test", T0)["scheduled"] == "priority 0"
+        assert [x["url"] for x in fr.next(1, 600, T0)] == ["http://a.test/urgent"]
+
+
+@pytest.mark.parametrize("url", [5, ["http://a.test/1"], ""])
+def test_a_record_whose_url_is_not_a_string_is_rejected(tmp_path: Path, url: object) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0)) as fr:
+        rejects: list[dict] = []
+        counts = fr.add([{"kind": "url", "v": 1, "url": url}, {"kind": "url", "v": 1, "url": "http://b.test/1"}],
+                        T0, rejects)
+        assert counts["rejected"] == 1 and counts["added"] == 1
+        assert [(r["input"], r["error"]) for r in rejects] == [(url, 'no "url" string')]
