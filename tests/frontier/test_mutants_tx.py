@@ -363,12 +363,12 @@ def test_a_scheduled_host_whose_next_allowed_time_moves_later_moves_on_the_sched
 
 def test_blocks_stay_within_1_kib_whatever_the_batch_sizes(tmp_path: Path) -> None:
     # a host's queue is blocks of ~1 KiB (a lease rewrites one block): adds of one URL, pairs, batches
-    # of 30 and of 3 each top up the tail block and start new ones, never past BLOCK, never one a URL
+    # of 60 and of 3 each top up the tail block and start new ones, never past BLOCK, never one a URL
     from crawl.frontier import hostqueue as hq
 
     with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
         want: list[str] = []
-        for size in [1] * 10 + [2] * 30 + [30] * 4 + [1] * 5 + [3] * 10:
+        for size in [1] * 10 + [2] * 30 + [60] * 3 + [1] * 5 + [3] * 10:
             batch = [f"http://a.test/{len(want) + j:04d}/" + "x" * 20 for j in range(size)]
             fr.add([{"kind": "url", "v": 1, "url": u} for u in batch], T0)
             want += batch
