@@ -483,6 +483,12 @@ EQUIVALENT: dict[str, str] = {
         "speed only: tail_prio is then never set (NO_HEAD), so every add finds its tail by find_tail's search, the same block",
     "crawl/frontier/tx.py::Tx.add_many::drop::self.flush_known() -> pass":
         "never reached: add_many's two callers (Frontier.add, recrawl.readd) call it on a fresh Tx, and add_many writes known states itself (never through set_known), so no known put is pending",
+    "crawl/frontier/tx.py::Tx.add_many::drop::if self.known_puts -> pass":
+        "never reached, as the flush_known under it (the if goes with its body): no known put is pending when add_many starts",
+    "crawl/frontier/tx.py::Tx.add_many::drop::h = prev_hosts.get(hid) -> pass":
+        "speed only: without the carried state the same committed state is read from LMDB (see Tx.__init__'s carry entries)",
+    "crawl/frontier/tx.py::Tx.lease::number::1 -> (2)":
+        "range(MAX_PRIORITY + 2) also looks at priority 10, where no host is ever scheduled (effective_priority clamps to 0..9)",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

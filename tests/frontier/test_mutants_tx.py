@@ -397,3 +397,24 @@ def test_a_record_whose_url_is_not_a_string_is_rejected(tmp_path: Path, url: obj
                         T0, rejects)
         assert counts["rejected"] == 1 and counts["added"] == 1
         assert [(r["input"], r["error"]) for r in rejects] == [(url, 'no "url" string')]
+
+
+def test_a_url_too_long_to_queue_is_rejected_each_time_and_never_known(tmp_path: Path) -> None:
+    long_url = "http://a.test/" + "x" * 40_000
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0)) as fr:
+        for _ in range(2):  # refused, so not "known" the second time either
+            rejects: list[dict] = []
+            counts = fr.add([{"kind": "url", "v": 1, "url": long_url}], T0, rejects)
+            assert counts["rejected"] == 1 and counts["known"] == 0
+            assert [r["input"] for r in rejects] == [long_url] and rejects[0]["error"]
+        assert fr.state_of(long_url) is None
+
+
+def test_a_delayed_url_joins_its_queue_at_its_own_priority(tmp_path: Path) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://b.test/1", "priority": 3},
+                {"kind": "url", "v": 1, "url": "http://a.test/1", "priority": 7, "due": T0 + 5}], T0)
+        fr.add([{"kind": "url", "v": 1, "url": "http://c.test/1", "priority": 0, "due": T0 + 5}], T0)
+        assert [x["url"] for x in fr.next(1, 600, T0)] == ["http://b.test/1"]
+        assert [x["url"] for x in fr.next(1, 600, T0 + 5)] == ["http://c.test/1"]  # priority 0 first
+        assert fr.dump("a.test", T0 + 5)["scheduled"] == "priority 7"
