@@ -489,6 +489,8 @@ EQUIVALENT: dict[str, str] = {
         "speed only: without the carried state the same committed state is read from LMDB (see Tx.__init__'s carry entries)",
     "crawl/frontier/tx.py::Tx.lease::number::1 -> (2)":
         "range(MAX_PRIORITY + 2) also looks at priority 10, where no host is ever scheduled (effective_priority clamps to 0..9)",
+    "crawl/frontier/tx.py::Tx.lease::boolop::p != prio or t_ms > now_ms -> (p != prio and t_ms > now_ms)":
+        "speed only: a host not yet due at this priority is taken off the schedule and lease_host puts it back at the same key (its time has not come), and due hosts of later priorities are taken in the same key order the next priority's pass would take them",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

@@ -418,3 +418,13 @@ def test_a_delayed_url_joins_its_queue_at_its_own_priority(tmp_path: Path) -> No
         assert [x["url"] for x in fr.next(1, 600, T0)] == ["http://b.test/1"]
         assert [x["url"] for x in fr.next(1, 600, T0 + 5)] == ["http://c.test/1"]  # priority 0 first
         assert fr.dump("a.test", T0 + 5)["scheduled"] == "priority 7"
+
+
+def test_a_big_lease_batch_checks_the_map_budget_while_it_runs(tmp_path: Path) -> None:
+    # the resident map is trimmed inside a batch of leases (every 100), not only after it: a budget of
+    # one byte is exceeded at every check, so each check trims (real madvise on the real map)
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0), map_budget=1) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/1"} for i in range(250)], T0)
+        before = fr.trimmer.trims
+        assert len(fr.next(250, 600, T0)) == 250
+        assert fr.trimmer.trims - before == 3  # at 100 and 200 leases, and after the transaction
