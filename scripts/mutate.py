@@ -491,6 +491,12 @@ EQUIVALENT: dict[str, str] = {
         "range(MAX_PRIORITY + 2) also looks at priority 10, where no host is ever scheduled (effective_priority clamps to 0..9)",
     "crawl/frontier/tx.py::Tx.lease::boolop::p != prio or t_ms > now_ms -> (p != prio and t_ms > now_ms)":
         "speed only: a host not yet due at this priority is taken off the schedule and lease_host puts it back at the same key (its time has not come), and due hosts of later priorities are taken in the same key order the next priority's pass would take them",
+    "crawl/frontier/tx.py::Tx.lease::drop::if p != prio or t_ms > now_ms -> pass":
+        "speed only, as its 'and' above: hosts not yet due (of any priority) are taken off the schedule and put back at the same key by lease_host, due ones are taken in key order",
+    "crawl/frontier/tx.py::Tx.lease_this::drop::if h.lease or h.head == hq.NO_HEAD or h.sched == hq.WAITING_IP or (max... -> pass":
+        "lease_host checks the same: the host release_early just freed has no lease and is not waiting for its address (it was leased); not due, it is put back at the same key; with an empty queue it is healed to NO_HEAD, as it was, and nothing is leased or counted",
+    "crawl/frontier/tx.py::Tx.lease_host::minmax::max(h.next_allowed, h.parked_until) -> (min(h.next_allowed, h.parked_until))":
+        "the lease filter sees only due hosts (lease takes due keys, lease_this checks): both times are behind now, so now + FILTER_RECHECK_MS wins either way",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

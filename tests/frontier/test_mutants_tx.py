@@ -421,10 +421,50 @@ def test_a_delayed_url_joins_its_queue_at_its_own_priority(tmp_path: Path) -> No
 
 
 def test_a_big_lease_batch_checks_the_map_budget_while_it_runs(tmp_path: Path) -> None:
-    # the resident map is trimmed inside a batch of leases (every 100), not only after it: a budget of
+    # the resident map is trimmed inside a batch of leases (at every 100th), not only after it: a budget of
     # one byte is exceeded at every check, so each check trims (real madvise on the real map)
     with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0), map_budget=1) as fr:
-        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/1"} for i in range(250)], T0)
-        before = fr.trimmer.trims
-        assert len(fr.next(250, 600, T0)) == 250
-        assert fr.trimmer.trims - before == 3  # at 100 and 200 leases, and after the transaction
+        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/1"} for i in range(298)], T0)
+        for n in (100, 198):
+            before = fr.trimmer.trims
+            assert len(fr.next(n, 600, T0)) == n
+            assert fr.trimmer.trims - before == 2  # at the 100th lease, and after the transaction
+
+
+def test_a_handoff_without_the_last_transactions_states_leases_the_next_url(tmp_path: Path) -> None:
+    # the process that hands off is not the one that leased (nothing carried): it reads the host from
+    # LMDB once, releases it and leases its next URL from that same state
+    path = tmp_path / "frontier"
+    with Frontier(path, Politeness(default_delay=0.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(3)], T0)
+        [a] = fr.next(10, 60, T0)
+    with Frontier(path, Politeness(default_delay=0.0, response_factor=0)) as fr:
+        released, b = fr.handoff(_ok(a, ended_at=T0 + 0.5), T0 + 0.5, 60)
+        assert released and b is not None and b["url"] == "http://a.test/1"
+        assert fr.pending()["in_flight"] == 2 and fr.next(10, 60, T0 + 1) == []
+
+
+def test_a_handoff_that_leases_nothing_counts_no_lease(tmp_path: Path) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.3, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(2)], T0)
+        [a] = fr.next(10, 60, T0)
+        released, b = fr.handoff(_ok(a, ended_at=T0 + 1.0), T0 + 1.1, 60)
+        assert released and b is None  # not due until T0 + 1.3
+        st = fr.stats(T0 + 1.1)
+        assert st["leased"] == 1 and st["queued"] == 1
+
+
+def test_a_host_due_on_a_slowed_address_is_rescheduled_when_the_address_may_be_asked(tmp_path: Path) -> None:
+    # x's 429 slows its address (everyone on that machine waits); y, due earlier on the same address,
+    # is not leased and moves to the address's time: next_due (what `next --wait` sleeps until) says so
+    ip = "10.0.0.1"
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://{h}.test/{j}"} for h in ("x", "y") for j in range(3)], T0)
+        fr.complete([_ok(x, ip=ip, ended_at=T0) for x in fr.next(10, 60, T0)], T0)  # both on one address
+        second = {x["host"]: x for x in fr.next(10, 60, T0 + 1)}
+        fr.complete([_ok(second["y.test"], ip=ip, ended_at=T0 + 1)], T0 + 1)  # y due at T0 + 2
+        fr.complete([{**_ok(second["x.test"], ip=ip, ended_at=T0 + 1), "outcome": "http-error", "status": 429,
+                      "retry_after": "100"}], T0 + 1)  # the address is slowed until T0 + 101
+        assert fr.next(10, 60, T0 + 5) == []
+        assert fr.next_due(T0 + 5) == T0 + 101
+        assert fr.dump("y.test", T0 + 5)["next_allowed"] >= T0 + 101 - 1e-3
