@@ -445,13 +445,18 @@ def test_a_handoff_without_the_last_transactions_states_leases_the_next_url(tmp_
 
 
 def test_a_handoff_that_leases_nothing_counts_no_lease(tmp_path: Path) -> None:
-    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.3, response_factor=0)) as fr:
-        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(2)], T0)
-        [a] = fr.next(10, 60, T0)
-        released, b = fr.handoff(_ok(a, ended_at=T0 + 1.0), T0 + 1.1, 60)
-        assert released and b is None  # not due until T0 + 1.3
-        st = fr.stats(T0 + 1.1)
-        assert st["leased"] == 1 and st["queued"] == 1
+    # x is due at the end of its answer, but its address was slowed meanwhile (y's 429): nothing leased
+    ip = "10.0.0.1"
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://{h}.test/{j}"} for h in ("x", "y") for j in range(3)], T0)
+        fr.complete([_ok(x, ip=ip, ended_at=T0) for x in fr.next(10, 60, T0)], T0)  # both on one address
+        second = {x["host"]: x for x in fr.next(10, 60, T0 + 1)}
+        fr.complete([{**_ok(second["y.test"], ip=ip, ended_at=T0 + 1), "outcome": "http-error", "status": 429,
+                      "retry_after": "100"}], T0 + 1)
+        released, b = fr.handoff(_ok(second["x.test"], ip=ip, ended_at=T0 + 1.5), T0 + 1.5, 60)
+        assert released and b is None
+        st = fr.stats(T0 + 1.5)
+        assert st["leased"] == 4 and st["queued"] == 3  # x's and y's first two leases; x/2, y/1, y/2
 
 
 def test_a_host_due_on_a_slowed_address_is_rescheduled_when_the_address_may_be_asked(tmp_path: Path) -> None:
