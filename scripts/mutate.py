@@ -497,6 +497,16 @@ EQUIVALENT: dict[str, str] = {
         "lease_host checks the same: the host release_early just freed has no lease and is not waiting for its address (it was leased); not due, it is put back at the same key; with an empty queue it is healed to NO_HEAD, as it was, and nothing is leased or counted",
     "crawl/frontier/tx.py::Tx.lease_host::minmax::max(h.next_allowed, h.parked_until) -> (min(h.next_allowed, h.parked_until))":
         "the lease filter sees only due hosts (lease takes due keys, lease_this checks): both times are behind now, so now + FILTER_RECHECK_MS wins either way",
+    "crawl/frontier/tx.py::Tx.lease_host::number::1 -> (0) #8":
+        "the address's slow-down end replaced by its in-flight count (a unix time of 0..per_ip): a lease is taken only once the slow-down is over (lease_host checks it first), so both are in the past and mean 'not slowed'",
+    "crawl/frontier/tx.py::Tx.requeue_expired::drop::if self.gone_deadlines -> pass":
+        "never reached with deadlines pending: requeue_expired is the first step of every transaction that calls it (next, complete, requeue-expired, release_leases)",
+    "crawl/frontier/tx.py::Tx.requeue_expired::number::0 -> (-1) #2":
+        "the stored -1 of 'no answer time known' passed for None: release_delay ignores a response time <= 0",
+    "crawl/frontier/tx.py::Tx.requeue_expired::number::0 -> (-1) #3":
+        "the stored -1 of 'no Crawl-delay known' passed for None: release_delay ignores a Crawl-delay <= 0",
+    "crawl/frontier/tx.py::Tx.back_to_queue::number::0 -> (1)":
+        "sequence numbers start at 1 (take('seq') counts before it reads): a search from seq 1 lands on the same first block as one from seq 0",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

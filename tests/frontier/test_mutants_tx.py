@@ -473,3 +473,43 @@ def test_a_host_due_on_a_slowed_address_is_rescheduled_when_the_address_may_be_a
         assert fr.next(10, 60, T0 + 5) == []
         assert fr.next_due(T0 + 5) == T0 + 101
         assert fr.dump("y.test", T0 + 5)["next_allowed"] >= T0 + 101 - 1e-3
+
+
+def test_a_host_stays_at_its_priority_when_a_lease_uses_up_a_block(tmp_path: Path) -> None:
+    # a.test's 60 URLs at priority 5 fill two blocks; when a lease takes the last URL of the first one,
+    # the host's next URL is still of priority 5 (from the next block's key), not more urgent
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i:04d}/" + "x" * 20, "priority": 5}
+                for i in range(60)], T0)
+        assert _entries(fr, "queue") >= 2
+        for _ in range(59):
+            [lease] = fr.next(1, 600, T0)
+            fr.complete([_ok(lease)], T0)
+            assert fr.dump("a.test", T0)["scheduled"] == "priority 5"
+
+
+def test_a_deadline_whose_lease_is_gone_is_dropped_quietly(tmp_path: Path) -> None:
+    # damage (or an older frontier): a deadline entry with no lease behind it expires without harm
+    from crawl.frontier import hostqueue as hq
+
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://h{i}.test/1"} for i in range(2)], T0)
+        leases = fr.next(10, 60, T0)
+        with fr.env.begin(write=True) as txn:
+            assert txn.delete(hq.u64(int(leases[0]["lease"], 16)), db=fr.db["leases"])
+        assert fr.requeue_expired(T0 + 61) == 2  # both deadlines passed; one lease is there to expire
+        assert _entries(fr, "deadlines") == 0
+        assert [x["url"] for x in fr.next(10, 60, T0 + 70)] == [leases[1]["url"]]
+
+
+def test_an_expired_lease_waits_the_hosts_crawl_delay(tmp_path: Path) -> None:
+    # robots.txt's Crawl-delay (30 s, learned from a result) holds after an expiry as after an answer
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=1.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(2)], T0)
+        [first] = fr.next(1, 60, T0)
+        fr.complete([_ok(first, ended_at=T0 + 1, crawl_delay=30)], T0 + 1)
+        [second] = fr.next(1, 60, T0 + 31)  # never completed: expires at T0 + 91
+        assert fr.requeue_expired(T0 + 91) == 1
+        assert fr.next(1, 60, T0 + 120.9) == []
+        [again] = fr.next(1, 60, T0 + 121)
+        assert again["url"] == second["url"]
