@@ -507,6 +507,10 @@ EQUIVALENT: dict[str, str] = {
         "the stored -1 of 'no Crawl-delay known' passed for None: release_delay ignores a Crawl-delay <= 0",
     "crawl/frontier/tx.py::Tx.back_to_queue::number::0 -> (1)":
         "sequence numbers start at 1 (take('seq') counts before it reads): a search from seq 1 lands on the same first block as one from seq 0",
+    "crawl/frontier/tx.py::Tx.next_due::drop::if self.sched_puts -> pass":
+        "never reached with puts pending: next_due runs in a read transaction of its own (Frontier.next_due), which has scheduled nothing",
+    "crawl/frontier/tx.py::Tx.next_due::number::1 -> (2)":
+        "range(MAX_PRIORITY + 2) also looks at priority 10, where no host is ever scheduled (effective_priority clamps to 0..9)",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

@@ -513,3 +513,15 @@ def test_an_expired_lease_waits_the_hosts_crawl_delay(tmp_path: Path) -> None:
         assert fr.next(1, 60, T0 + 120.9) == []
         [again] = fr.next(1, 60, T0 + 121)
         assert again["url"] == second["url"]
+
+
+def test_next_due_sees_the_soonest_host_at_neighbouring_priorities_and_at_priority_0(tmp_path: Path) -> None:
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=5.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://{h}.test/{i}", "priority": p}
+                for h, p in (("a", 2), ("b", 3), ("c", 0)) for i in range(2)], T0)
+        leases = {x["host"]: x for x in fr.next(10, 600, T0)}
+        fr.complete([_ok(leases["a.test"], ended_at=T0 + 2)], T0 + 2)  # a (priority 2) due at T0 + 7
+        fr.complete([_ok(leases["b.test"], ended_at=T0 + 1)], T0 + 2)  # b (priority 3) due at T0 + 6
+        assert fr.next_due(T0 + 2) == T0 + 6
+        fr.complete([_ok(leases["c.test"], ended_at=T0 + 0.5)], T0 + 2)  # c (priority 0) due at T0 + 5.5
+        assert fr.next_due(T0 + 2) == T0 + 5.5
