@@ -511,6 +511,12 @@ EQUIVALENT: dict[str, str] = {
         "never reached with puts pending: next_due runs in a read transaction of its own (Frontier.next_due), which has scheduled nothing",
     "crawl/frontier/tx.py::Tx.next_due::number::1 -> (2)":
         "range(MAX_PRIORITY + 2) also looks at priority 10, where no host is ever scheduled (effective_priority clamps to 0..9)",
+    "crawl/robots/fetch.py::RobotsCache.__init__::number::1 -> (2)":
+        "the group commit's first batch number: batches are only compared (a put waits until _done reaches its batch) and _open starts above _done either way",
+    "crawl/robots/fetch.py::RobotsCache.__init__::number::0 -> (-1)":
+        "as above: _done starting at -1 is still below the first batch",
+    "crawl/frontier/tx.py::Tx.lease::drop::break -> pass #2":
+        "speed only, as the drop of its if above: hosts not yet due or of later priorities are taken in key order, and lease_host puts those not due back at the same key",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
