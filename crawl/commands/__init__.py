@@ -20,6 +20,14 @@ def _interrupted_while_starting(signum: int, frame: object) -> NoReturn:
     raise SystemExit(128 + signum)
 
 
+_interrupted_while_starting.crawl_starting = True  # type: ignore[attr-defined]  # see crawl/__main__.py
+
+
+def _starting(handler: object) -> bool:
+    """Whether ``handler`` is one of the start-up handlers (here or crawl/__main__.py's)."""
+    return bool(getattr(handler, "crawl_starting", False))
+
+
 def _started_as_the_command() -> bool:
     main_file = str(getattr(sys.modules.get("__main__"), "__file__", "") or "")
     return main_file.endswith(("/crawl", "/crawl/__main__.py"))
@@ -117,7 +125,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     (:mod:`._boundary`)."""
     from . import _boundary
 
-    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+    if _starting(signal.getsignal(signal.SIGINT)):
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the boundary takes it from here
     args = list(sys.argv[1:] if argv is None else argv)
 

@@ -19,6 +19,7 @@ children costs the parent a fork and an exec.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from multiprocessing import Pipe
@@ -28,9 +29,16 @@ from crawl.core import Lifeline
 
 DONE, STOP, MORE = b"done", b"stop", b"more"  # parent -> child (lifeline)
 READY, LINKS = b"ready", b"links"  # child -> parent (news)
-# what the parent runs: signals ignored before anything loads (the parent decides when it stops)
+# What the child runs. It is born with SIGINT and SIGTERM blocked (Children), ignores them,
+# then unblocks them: one that came meanwhile (Ctrl-C reaches the whole process group, and
+# the child starts with the command) is dropped, not a KeyboardInterrupt in the middle of
+# the interpreter's start-up ("Fatal Python error" on the operator's terminal, and a run
+# that stops because its parse process died). The parent decides when the child stops.
 BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN); from crawl.run.child import main; main()")
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM}); "
+        "from crawl.run.child import main; main()")
+_HELD = {signal.SIGINT, signal.SIGTERM}
 
 
 class Child:
@@ -70,6 +78,9 @@ class Children:
         self.news: list[tuple[Any, Any]] = [Pipe(duplex=False) for _ in self.lines]  # (parent's, child's)
         self.procs: list[Child] = []
         self.ordered = False
+        # blocked in this thread while the children are made: they inherit the mask through
+        # exec; a signal that arrives meanwhile waits for this thread (see BOOT)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
         try:
             for i, (line, (_, w)) in enumerate(zip(self.lines, self.news, strict=True)):
                 fds = (line.reader.fileno(), w.fileno())
@@ -77,6 +88,7 @@ class Children:
                                           *map(str, fds)], stdin=subprocess.PIPE, pass_fds=fds, close_fds=True)
                 self.procs.append(Child(f"crawl-parse-{i}", popen))
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             for line, (_, w) in zip(self.lines, self.news, strict=True):
                 line.drop_reader()
                 w.close()  # each child has its own: end of file once every child is gone

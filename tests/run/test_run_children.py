@@ -55,7 +55,15 @@ import sys, time
 from crawl.run.spawn import Children
 kids = Children(1)
 p = kids.procs[0]
-if sys.argv[1] == "no-order":  # the parent stops before its loop: end of file, no order
+if sys.argv[1] == "ctrl-c":  # Ctrl-C reaches the whole group while the child is starting
+    import os, signal
+    os.kill(p.pid, signal.SIGINT)
+    os.kill(p.pid, signal.SIGTERM)
+    time.sleep(0.5)
+    p.popen.stdin.close()
+    p.popen.wait(60)
+    print(p.exitcode)
+elif sys.argv[1] == "no-order":  # the parent stops before its loop: end of file, no order
     p.popen.stdin.close()
     p.popen.wait(60)
     print(p.exitcode)
@@ -100,3 +108,15 @@ def test_a_run_that_stops_before_its_loop_leaves_no_process_behind(tmp_path: Pat
             proc.kill()
             proc.wait()
         kill_leftovers(group(pgid), pgid)
+
+
+def test_a_parse_process_outlives_a_ctrl_c_during_its_start_up() -> None:
+    """The child starts with the command, so the terminal's Ctrl-C (sent to the
+    whole process group) can reach it while the interpreter is still starting:
+    it is born with SIGINT and SIGTERM blocked and drops them once it ignores
+    them. Before, it died with "Fatal Python error: init_import_site" on the
+    operator's terminal and the run stopped with "parse process stopped"."""
+    res = subprocess.run([sys.executable, "-c", _SPAWN, "ctrl-c"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["75"], (res.stdout, res.stderr)  # it lived to read its (absent) order
+    assert res.stderr == ""
