@@ -517,6 +517,22 @@ EQUIVALENT: dict[str, str] = {
         "as above: _done starting at -1 is still below the first batch",
     "crawl/frontier/tx.py::Tx.lease::drop::break -> pass #2":
         "speed only, as the drop of its if above: hosts not yet due or of later priorities are taken in key order, and lease_host puts those not due back at the same key",
+    "crawl/frontier/tx.py::Tx.write_leases::drop::self.new_leases, self.new_deadlines = ([], []) -> pass":
+        "a second write_leases in one transaction (next's second lease pass after wake_stranded) puts the first pass's leases and deadlines again: the same keys with the same values",
+    "crawl/frontier/tx.py::Tx.lease_this::drop::if h is None -> pass":
+        "never reached: lease_this runs only right after release_early, which read the host into this transaction's cache (Tx.host)",
+    "crawl/frontier/tx.py::Tx.lease_this::drop::h = self.read_host(hid) -> pass":
+        "never reached, as above",
+    "crawl/frontier/tx.py::Tx.lease_this::boolop::h.lease or h.head == hq.NO_HEAD or h.sched == hq.WAITING_IP or (max... -> (h.lease and h.head == hq.NO_HEAD and (h.sched == hq.WAITING_IP) and (":
+        "a weaker guard: lease_host checks the same, as for the drop of the whole if (see its entry)",
+    "crawl/frontier/tx.py::Tx.lease_this::minmax::max(h.next_allowed, h.parked_until) -> (min(h.next_allowed, h.parked_until))":
+        "a weaker guard: lease_host checks the same (see the drop of the whole if)",
+    "crawl/frontier/tx.py::Tx.lease_host::compare::h.next_allowed > h.parked_until -> (h.next_allowed <= h.parked_until)":
+        "lease_host sees only due hosts (lease takes due keys, lease_this checks): next_allowed and parked_until are both behind now, so not_before > now fails with the smaller as with the larger, and an address's slow-down is compared after either way",
+    "crawl/frontier/tx.py::Tx.lease_host::number::True -> False":
+        "as the drop of this line: the flag is read only by releases later in the same transaction, and none releases after it has leased",
+    "crawl/frontier/tx.py::Tx.requeue_expired::drop::self.flush_deadlines() -> pass":
+        "never reached, as its if: requeue_expired is the first step of its transaction",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

@@ -525,3 +525,35 @@ def test_next_due_sees_the_soonest_host_at_neighbouring_priorities_and_at_priori
         assert fr.next_due(T0 + 2) == T0 + 6
         fr.complete([_ok(leases["c.test"], ended_at=T0 + 0.5)], T0 + 2)  # c (priority 0) due at T0 + 5.5
         assert fr.next_due(T0 + 2) == T0 + 5.5
+
+
+def test_a_host_the_lease_filter_refuses_is_looked_at_again_a_second_later_and_once(tmp_path: Path) -> None:
+    # crawl/cluster: a host not this node's to lease now goes back on the schedule FILTER_RECHECK_MS
+    # later (not at once: `next --wait` would spin), and only once, whatever is added to it meanwhile
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
+        fr.lease_filter = lambda host: host != "a.test"
+        assert fr.next(10, 60, T0) == []
+        assert fr.next_due(T0) == T0 + 1.0
+        fr.lease_filter = None
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/0", "priority": 0}], T0)  # more urgent
+        assert _entries(fr, "sched") == 1
+        assert [x["url"] for x in fr.next(10, 60, T0 + 1)] == ["http://a.test/0"]  # one lease per host
+
+
+def test_a_healed_host_takes_its_priority_from_what_is_added_later(tmp_path: Path) -> None:
+    # a.test's queue lost its only (priority 1) block: the lease that finds out heals the host (no URL
+    # ready); URLs added later at priority 3 schedule it at 3, also after one of them was leased
+    from crawl.frontier import hostqueue as hq
+
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/1"}], T0)
+        with fr.env.begin(write=True) as txn:
+            hid = int.from_bytes(txn.get(b"a.test", db=fr.db["hostid"]), "big")
+            cur = txn.cursor(db=fr.db["queue"])
+            assert cur.set_range(hq.hid_key(hid)) and cur.delete()
+        assert fr.next(10, 60, T0) == []
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/p3/{i}", "priority": 3} for i in range(2)], T0)
+        [lease] = fr.next(10, 60, T0)
+        fr.complete([_ok(lease)], T0)
+        assert fr.dump("a.test", T0)["scheduled"] == "priority 3"
