@@ -557,3 +557,18 @@ def test_a_healed_host_takes_its_priority_from_what_is_added_later(tmp_path: Pat
         [lease] = fr.next(10, 60, T0)
         fr.complete([_ok(lease)], T0)
         assert fr.dump("a.test", T0)["scheduled"] == "priority 3"
+
+
+@pytest.mark.parametrize(("fields", "wait"), [({"timings": {"total": 0.5}}, 2.5),  # 5 x a 0.5 s answer
+                                              ({"crawl_delay": 0.5}, 0.5)])  # a Crawl-delay under a second
+def test_an_expired_lease_waits_a_delay_under_a_second_too(tmp_path: Path, fields: dict, wait: float) -> None:
+    with Frontier(tmp_path / "frontier",
+                  Politeness(default_delay=0.1, response_factor=5.0 if "timings" in fields else 0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(2)], T0)
+        [first] = fr.next(1, 60, T0)
+        fr.complete([_ok(first, ended_at=T0 + 1, **fields)], T0 + 1)
+        [second] = fr.next(1, 60, T0 + 10)  # never completed: expires at T0 + 70
+        assert fr.requeue_expired(T0 + 70) == 1
+        assert fr.next(1, 60, T0 + 70 + wait - 0.01) == []
+        [again] = fr.next(1, 60, T0 + 70 + wait)
+        assert again["url"] == second["url"]
