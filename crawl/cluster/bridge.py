@@ -56,7 +56,16 @@ import xxhash
 from crawl.canon import host_key
 from crawl.core import Spool, records, replace_file
 
-from .kv import Cluster, ClusterConfig, Planner, connect, ip_share, stream_name, subject
+from .kv import (
+    Cluster,
+    ClusterConfig,
+    Planner,
+    connect,
+    ip_share,
+    override_key,
+    stream_name,
+    subject,
+)
 from .shards import (
     BRIDGE_STATUS,
     HANDOFF_DONE,
@@ -78,11 +87,32 @@ RATE_WINDOW = 10.0  # seconds of history behind routed/s
 # Links gather in the outbox this long before a publish (unless a claim comes back full):
 # a message costs the engine a replicated write, a delivery and a replicated ack whatever
 # it carries, and a crawl's links trickle in (bench_cluster: ~1 record a message without).
-OUT_WINDOW = 0.5
+OUT_WINDOW = 2.0
+# How often the outbox is looked at: ``ip`` records (a new host's address, held by its
+# node until placed) are answered at this pace, not the window's.
+OUT_TICK = 0.5
 FETCH_WAIT = 10.0  # seconds a pull lingers when nothing comes (it returns on the first message)
 PLAN_QUIET = 3.0  # seconds between map rounds while nothing moves (plan_every otherwise)
 CONNECT_SAY = 10.0  # seconds without a server before the log says so
 STOP_FLUSH = 5.0  # seconds a stopping bridge may spend publishing what its outbox holds
+
+
+def _is_ip(raw: bytes) -> bool:
+    """Whether an outbox record is an ``ip`` report (answered at once, not held)."""
+    if b'"ip"' not in raw:
+        return False
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(rec, dict) and rec.get("kind") == "ip"
+
+
+def _is_slice(rec: dict[str, Any]) -> bool:
+    """A record of a host's slice (state, done URLs, queued URLs): only its shard's owner
+    may take it in (a link may reach anyone: its node forwards what it does not own)."""
+    kind = rec.get("kind")
+    return kind in ("host", "seen") or (kind in records.URL_KINDS and bool(rec.get("handoff")))
 
 
 def _jdump(path: Path, data: dict[str, Any]) -> None:
@@ -478,15 +508,17 @@ class Bridge:
         """Group a claimed batch into messages: ``{id part: (vshard of the subject, lines)}``.
 
         Each vshard's records make one message on its subject, except, with
-        ``by_owner`` (the outbox), plain links and seeds of shards whose owner is settled
+        ``by_owner`` (the outbox), the records of shards whose owner is settled
         (not moving): those make ONE message per owner, on the subject of the
         lowest of its vshards in the batch (its carrier). With a thousand
         vshards a batch's links would otherwise go one or two a message. The
         carrier's owner reads them; should the map have changed meanwhile, its
-        node forwards the ones it does not own (admission routes before it
-        judges), as it does for any late delivery. Host state, done URLs and
-        queued URLs of a slice (handoffs, sweeps) always go on their own
-        vshard's subject: only the owner may take them in.
+        node forwards the links it does not own (admission routes before it
+        judges), as it does for any late delivery, and its bridge forwards
+        the slice records (host state, done URLs, queued URLs of a re-homed
+        host or a sweep) of shards it does not own before the node sees them
+        (:meth:`_take`): only the owner may take those in. The handoff spool's
+        slices always go on their own vshard's subject (their shard is moving).
         """
         assert self.cfg is not None
         groups: dict[str, tuple[int, list[bytes]]] = {}
@@ -509,7 +541,7 @@ class Bridge:
                 bad.append(raw)
                 continue
             node = owner.get(str(v))
-            if node and str(v) not in moving and rec.get("kind") in records.URL_KINDS and not rec.get("handoff"):
+            if node and str(v) not in moving and (rec.get("kind") in records.URL_KINDS or _is_slice(rec)):
                 vs, lines = owned.setdefault(node, ([], []))
                 vs.append(v)
                 lines.append(raw)
@@ -554,27 +586,53 @@ class Bridge:
         group has fewer than ``ip_group`` hosts, and stays on its own vshard
         once the group is large (split by count: ``ip_share``). Overrides
         never change, so deciding again after a crash gives the same answer.
+
+        A batch is placed in a few rounds of concurrent requests, not one
+        request after another per host: the homes of its new addresses, one
+        group count per address (then counted here as the batch's hosts join),
+        then the overrides (the servers write concurrent requests in one
+        replicated, fsynced append where they can; host by host, placing the
+        first hosts of a crawl was most of the engine's CPU in bench_cluster).
         """
         assert self.cfg is not None and self.cl is not None
-        out = []
+        eff: dict[str, int | None] = {}
         wrote = False
+        todo: dict[str, tuple[str, int]] = {}  # host -> (address, natural vshard), first report wins
         for host, ip, v in places:
             nat = vshard(host, self.cfg.v)
-            eff = self.homes.get(host)
-            if eff is None and v != nat:
-                eff = v  # its node routes it by an override this bridge has not read yet
+            e = self.homes.get(host)
+            if e is None and v != nat:
+                e = v  # its node routes it by an override this bridge has not read yet
                 self.homes[host] = v
                 wrote = True
-            if eff is None and self.cfg.ip_group > 1:
-                home = self._home_ip.get(ip)
-                if home is None:
-                    home = self._home_ip[ip] = await self.cl.home_of(ip, nat)
-                if home != nat and await self.cl.group_size(ip) + 2 <= self.cfg.ip_group \
-                        and await self.cl.rehome(ip, home, host):
-                    eff = self.homes[host] = home
+            eff[host] = e
+            if e is None and self.cfg.ip_group > 1:
+                todo.setdefault(host, (ip, nat))
+        if todo:
+            first: dict[str, int] = {}
+            for ip, nat in todo.values():
+                if ip not in self._home_ip:
+                    first.setdefault(ip, nat)
+            got = await asyncio.gather(*(self.cl.home_of(ip, nat) for ip, nat in first.items()))
+            self._home_ip.update(zip(first, got, strict=True))
+            grow = sorted({ip for ip, nat in todo.values() if self._home_ip[ip] != nat})
+            sizes = dict(zip(grow, await asyncio.gather(*(self.cl.group_size(ip) for ip in grow)), strict=True))
+            join: list[tuple[str, str, int]] = []
+            for host, (ip, nat) in todo.items():
+                home = self._home_ip[ip]
+                if home != nat and sizes[ip] + 2 <= self.cfg.ip_group and override_key(ip, home, host):
+                    join.append((host, ip, home))
+                    sizes[ip] += 1
+            done = await asyncio.gather(*(self.cl.rehome(ip, home, host) for host, ip, home in join))
+            for (host, _, home), ok in zip(join, done, strict=True):
+                if ok:
+                    eff[host] = self.homes[host] = home
                     wrote = True
                     self.counts["rehomed"] += 1
-            out.append((host, ip, nat if eff is None else eff))
+        out = []
+        for host, ip, _ in places:
+            e = eff.get(host)
+            out.append((host, ip, vshard(host, self.cfg.v) if e is None else e))
         if wrote:
             self._write_homes()
         return out
@@ -592,11 +650,17 @@ class Bridge:
             self._homes_written = dict(self.homes)
 
     async def _out_loop(self) -> None:
-        """Publish the outbox: a full claim at once, otherwise what gathered over
-        ``out_window`` (up to ``out_batch`` records or the window, whichever comes
-        first). Records stay in the spool until their PubAcks are in (then acked), so
+        """Publish the outbox. Every ``OUT_TICK`` claim what came; ``ip`` records are
+        placed and answered at once (a new host waits for its answer before its second
+        request), everything else is held, claimed, until the oldest held record has
+        waited ``out_window`` (or ``out_batch`` are held, or a stop was asked), then
+        published as few messages as it can (one per owner node). Records stay in the
+        spool until their PubAcks are in (then acked; a crash returns the claims), so
         the window changes when they leave, never whether. Returns once a stop was
         asked and the outbox is empty (the run's last links leave with it)."""
+        held: list[tuple[bytes, bytes]] = []  # claimed, waiting for the window
+        since = 0.0  # when the oldest held record was claimed
+        ips: list[tuple[bytes, bytes]] = []  # claimed ip records not answered yet (a failed round)
         while True:
             try:
                 if not self.map.get("owner") and not self.stop.is_set():
@@ -605,18 +669,33 @@ class Bridge:
                     # it has no map either) waits here to go one message per owner, not
                     # one per vshard. Nothing can be crawled before the map anyway.
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.stop.wait(), self.out_window)
+                        await asyncio.wait_for(self.stop.wait(), min(OUT_TICK, self.out_window))
                     continue
-                batch = await asyncio.to_thread(self.outbox.claim, self.out_batch)
-                if batch:
-                    await self._send_spool(self.outbox, "", batch)
-                if self.stop.is_set():
-                    if not batch:
+                room = self.out_batch - len(held)
+                batch = await asyncio.to_thread(self.outbox.claim, room) if room > 0 else []
+                if batch and not held:
+                    since = time.monotonic()
+                for item in batch:
+                    (ips if _is_ip(item[1]) else held).append(item)
+                if ips:
+                    await self._send_spool(self.outbox, "", ips)
+                    ips = []
+                stopping = self.stop.is_set()
+                if held and (stopping or len(held) >= self.out_batch
+                             or time.monotonic() - since >= self.out_window):
+                    await self._send_spool(self.outbox, "", held)
+                    held = []
+                if stopping:
+                    if not batch and not held:
                         return
                     continue
-                if len(batch) < self.out_batch:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.stop.wait(), self.out_window)
+                if held and len(held) >= self.out_batch:
+                    continue
+                wait = min(OUT_TICK, self.out_window)
+                if held:
+                    wait = max(0.0, min(wait, since + self.out_window - time.monotonic()))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), wait)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -654,13 +733,27 @@ class Bridge:
                 await asyncio.sleep(0.5)
 
     async def _take(self, msgs: list[Any]) -> None:
-        """Write a fetched batch into the inbox (one fsynced transaction), then ack it."""
+        """Write a fetched batch into the inbox (one fsynced transaction), then ack it.
+
+        Slice records that came on another vshard's subject (an owner's carrier)
+        for a shard this node does not own now (the map changed after they were
+        published) go back into the outbox, fsynced before the ack like the
+        inbox, and from there to their shard's owner."""
         lines: list[bytes] = []
         poison: list[bytes] = []
+        away: list[bytes] = []
         redelivered = 0
         learnt = False
+        owner = self.map.get("owner", {})
+        moving = self.map.get("moving", {})
         for m in msgs:
             body = m.data.split(b"\n") if m.data else []
+            keep: list[bytes] = []
+            gone: list[bytes] = []
+            try:
+                carrier = int(m.subject.rsplit(".", 1)[1])
+            except (ValueError, IndexError):
+                carrier = -1
             try:
                 for line in body:
                     rec = orjson.loads(line)
@@ -668,11 +761,18 @@ class Bridge:
                         raise ValueError("not an object")
                     if "home" in rec:  # a re-homed host: known here before its URLs are admitted
                         learnt = self._learn(rec) or learnt
+                    v = rec.get("vshard")
+                    if v != carrier and isinstance(v, int) and _is_slice(rec) and (
+                            owner.get(str(v)) != self.node or str(v) in moving):
+                        gone.append(line)
+                    else:
+                        keep.append(line)
             except (orjson.JSONDecodeError, ValueError):
                 poison.append(orjson.dumps({"kind": "dead", "subject": m.subject,
                                             "data": m.data.decode("utf-8", "replace")}))
                 continue
-            lines += body
+            lines += keep
+            away += gone
             with contextlib.suppress(Exception):
                 if m.metadata.num_delivered > 1:
                     redelivered += len(body)
@@ -680,6 +780,9 @@ class Bridge:
             self._write_homes()
         if lines:
             await asyncio.to_thread(self.inbox.put, lines)
+        if away:
+            await asyncio.to_thread(self.outbox.put, away)
+            self.counts["forwarded"] += len(away)
         if poison:
             await self._dead(poison, "poison message (lines that are not JSON objects)", raw=True)
         for m in msgs:
@@ -801,6 +904,7 @@ class Bridge:
                      "republished": self.counts["republished"],
                      "messages": self.counts["messages"],
                      "handed_over": self.counts["handed_over"],
+                     "forwarded": self.counts["forwarded"],
                      "rehomed": self.counts["rehomed"], "homes": len(self.homes),
                      "lag": self.lag, "queued_in_streams": self.queued,
                      "cluster_idle": self.cluster_idle,

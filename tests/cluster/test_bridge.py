@@ -438,3 +438,145 @@ def test_a_bridge_with_no_server_to_reach_stops_on_sigterm(tmp_path: Path) -> No
             p.kill()
             p.wait()
     assert p.returncode == 0 and b"Traceback" not in out, out[-2000:]
+
+
+# -- the outbox window, slices on carriers, placement in one round --------------------------
+
+def start_windowed(nodes: Nodes, node: str, window: float) -> subprocess.Popen[bytes]:
+    """A bridge process with an outbox window of ``window`` seconds (the command has none)."""
+    d = nodes.root / node
+    d.mkdir(parents=True, exist_ok=True)
+    code = ("import sys; from crawl.cluster.bridge import run_bridge; "
+            "sys.exit(run_bridge(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], out_window=float(sys.argv[5])))")
+    log = open(d / "bridge.log", "ab")  # noqa: SIM115
+    p = subprocess.Popen([sys.executable, "-c", code, nodes.servers, nodes.crawl, node, str(d), str(window)],
+                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.close()
+    nodes.procs[node] = p
+    nodes.auto.add(node)
+    return p
+
+
+def spool_counts(path: Path) -> dict[str, int]:
+    with Spool(path) as sp:
+        return sp.counts()
+
+
+def test_links_wait_for_the_window_ip_reports_do_not_and_a_sigkill_while_held_loses_nothing(
+        nodes: Nodes, cluster3: DevCluster, crawl_name: str) -> None:
+    """Links are held (claimed, unpublished) until the window ends; an address report in
+    the same outbox is answered at once; a bridge SIGKILLed while it holds links leaves
+    them claimed by a dead process, and its successor publishes them: each lands once."""
+    init(cluster3, crawl_name, v=16, ttl=3, grace=5, expect=2)
+    start_windowed(nodes, "a", 3600.0)
+    b = nodes.start("b")
+    wait_for(formed(nodes, ["a", "b"], 16), what="the map")
+    a = nodes.root / "a"
+    owned_b = set(nodes.map("b")["owned"])
+    recs = [r for r in links(900, 16, "held") if r["vshard"] in owned_b][:300]
+    host = host_on(nodes.map("a")["owned"], 16)
+    with Spool(a / "cluster" / "outbox") as sp:
+        sp.put([*recs, {"kind": "ip", "host": host, "ip": "127.0.0.77", "vshard": vshard_of_url(f"http://{host}/", 16)}])
+    wait_for(lambda: host in placed(a), what="the address answered within the window")
+    wait_for(lambda: spool_counts(a / "cluster" / "outbox") == {"queued": 0, "claimed": len(recs)},
+             what="the links claimed and held")
+    time.sleep(1.0)
+    assert inbox_urls(b) == []  # held for the window: nothing published
+    nodes.kill("a")  # SIGKILL while holding them
+    nodes.start("a")  # the successor (default window) finds the dead process's claims
+    want = sorted(r["url"] for r in recs)
+    wait_for(lambda: len(inbox_urls(b)) >= len(want), timeout=60, what="the held links at b")
+    assert sorted(inbox_urls(b)) == want  # none lost, each once
+    wait_for(lambda: spool_counts(a / "cluster" / "outbox") == {"queued": 0, "claimed": 0}, what="outbox acked")
+
+
+def test_a_clean_stop_publishes_the_links_held_for_the_window(nodes: Nodes, cluster3: DevCluster,
+                                                              crawl_name: str) -> None:
+    init(cluster3, crawl_name, v=16, ttl=3, grace=5, expect=2)
+    pa = start_windowed(nodes, "a", 3600.0)
+    b = nodes.start("b")
+    wait_for(formed(nodes, ["a", "b"], 16), what="the map")
+    a = nodes.root / "a"
+    owned_b = set(nodes.map("b")["owned"])
+    recs = [r for r in links(400, 16, "flush") if r["vshard"] in owned_b][:100]
+    with Spool(a / "cluster" / "outbox") as sp:
+        sp.put(recs)
+    wait_for(lambda: spool_counts(a / "cluster" / "outbox")["claimed"] == len(recs), what="held")
+    pa.send_signal(signal.SIGTERM)
+    assert pa.wait(timeout=60) == 0
+    wait_for(lambda: sorted(inbox_urls(b)) == sorted(r["url"] for r in recs), what="the held links at b")
+    assert spool_counts(a / "cluster" / "outbox") == {"queued": 0, "claimed": 0}
+
+
+def test_slices_ride_with_links_and_a_stray_slice_is_forwarded_to_its_owner(pair: Nodes) -> None:
+    """A re-homed host's records (state, done URLs, queued URLs) go in the owner's one
+    message with the links; one that reaches a node by another shard's subject after the
+    map changed is passed on by the bridge, never written into that node's inbox."""
+    a, b = pair.root / "a", pair.root / "b"
+    for d in (a, b):  # what earlier tests left in the inboxes
+        with Spool(d / "cluster" / "inbox") as sp:
+            for batch in sp.drain():
+                sp.ack(k for k, _ in batch)
+    va, vb = pair.map("a")["owned"], pair.map("b")["owned"]
+    hb = host_on(vb, 16, {"g0.test"})
+    v = vshard_of_url(f"http://{hb}/", 16)
+    slice_ = [{"kind": "host", "host": hb, "vshard": v, "next": 0},
+              {"kind": "seen", "host": hb, "vshard": v, "fps": ["00ff"]},
+              {"kind": "url", "url": f"http://{hb}/queued", "vshard": v, "handoff": True}]
+    plain = [r for r in links(200, 16, "ride") if r["vshard"] in vb][:40]
+    msgs0 = pair.status("a").get("messages", 0)
+    pub0 = pair.status("a").get("published", 0)
+    with Spool(a / "cluster" / "outbox") as sp:
+        sp.put([*plain, *slice_])
+
+    def landed() -> list[dict[str, Any]]:
+        with Spool(b / "cluster" / "inbox") as sp:
+            return [orjson.loads(r) for r in sp.peek(claimed=True)]
+
+    wait_for(lambda: len(landed()) >= len(plain) + 3, what="links and slice at b")
+    got = landed()
+    assert [r for r in got if r.get("kind") in ("host", "seen") or r.get("handoff")] == slice_
+    st = wait_for(lambda: (s := pair.status("a")).get("published") == pub0 + len(plain) + 3 and s, what="status")
+    assert st["messages"] - msgs0 == 1  # one message to the one owner
+    # a slice record for a's shard arriving on one of b's subjects (published before a map change)
+    stray = {"kind": "host", "host": host_on(va, 16), "vshard": va[0], "next": 0}
+    fwd0 = pair.status("b").get("forwarded", 0)
+
+    async def publish() -> None:
+        nc = await connect(pair.servers)
+        try:
+            await nc.jetstream(timeout=SLOW).publish(subject("pair", vb[0]), orjson.dumps(stray))
+        finally:
+            await nc.close()
+
+    asyncio.run(publish())
+
+    def at_a() -> bool:
+        with Spool(a / "cluster" / "inbox") as sp:
+            return stray in [orjson.loads(r) for r in sp.peek(claimed=True)]
+
+    wait_for(at_a, what="the stray slice record at its owner")
+    assert stray not in landed()
+    wait_for(lambda: pair.status("b").get("forwarded", 0) == fwd0 + 1, what="counted as forwarded")
+    for d in (a, b):
+        with Spool(d / "cluster" / "inbox") as sp:
+            for batch in sp.drain():
+                sp.ack(k for k, _ in batch)
+
+
+def test_one_batch_of_new_hosts_on_an_address_fills_its_small_group_once(pair: Nodes) -> None:
+    """Placement asks KV once per address per batch (the home, the group's size) and counts
+    the batch's own hosts as they join: of five new hosts in one outbox batch, the first
+    gives the home and only two more join (ip_group 3); the rest stay on their own shards."""
+    names = (f"batch{i}.test" for i in range(10_000))  # hosts no other test placed
+    v0 = next(names)
+    home = vshard_of_url(f"http://{v0}/", 16)
+    others = [h for h in names if vshard_of_url(f"http://{h}/", 16) != home][:4]
+    hosts = [v0, *others]
+    with Spool(pair.root / "a" / "cluster" / "outbox") as sp:
+        sp.put([{"kind": "ip", "host": h, "ip": "127.0.0.55", "vshard": vshard_of_url(f"http://{h}/", 16)}
+                for h in hosts])
+    got = wait_for(lambda: (p := placed(pair.root / "a")) and all(h in p for h in hosts) and p, what="answers")
+    assert got[v0] == home
+    assert [got[h] == home for h in others] == [True, True, False, False]
+    assert all(got[h] == vshard_of_url(f"http://{h}/", 16) for h in others[2:])
