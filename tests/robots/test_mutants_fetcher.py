@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import lmdb
+import pytest
 import trio
 
 from crawl.net import AddressPolicy, Resolver, make_transport
-from crawl.robots.fetch import RobotsFetcher
+from crawl.robots.fetch import RobotsCache, RobotsFetcher
 
 
 class _Robots(BaseHTTPRequestHandler):
@@ -62,3 +65,21 @@ def test_a_remembered_copy_lasts_until_its_entry_expires_and_locks_do_not_pile_u
     assert answers == [False] * 7
     # a.test asked at 1000 and again once its copy expired at 1100; b and c once each
     assert [h.split(":")[0] for h in _Robots.hits] == ["a.test", "a.test", "b.test", "c.test"]
+
+
+def test_the_cache_keeps_failed_commits_for_the_last_64_batches_only(tmp_path: Path) -> None:
+    # a failed group commit is remembered for the puts it carried (they raise it), and only for the
+    # last 64 batches: a crawl whose disk is full for hours does not grow this without bound
+    env = lmdb.open(str(tmp_path / "state"), max_dbs=4, map_size=1 << 20)  # real LMDB, 1 MiB: full soon
+    try:
+        cache = RobotsCache(env)
+        entry = {"verdict": "parsed", "status": 200, "fetched_at": 1.0, "error": "", "expires": 2.0}
+        cache.put("http://a.test", entry, b"x" * (600 << 10))
+        for i in range(70):
+            with pytest.raises(lmdb.MapFullError):
+                cache.put(f"http://b{i}.test", entry, b"x" * (600 << 10))
+        last = cache._done  # the 70th failed batch
+        assert set(range(last - 64, last + 1)) <= set(cache._failed)
+        assert len(cache._failed) == 65
+    finally:
+        env.close()
