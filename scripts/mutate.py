@@ -551,8 +551,6 @@ UNOBSERVABLE: dict[str, str] = {
         "by hand with a negative delay (--delay refuses one) tells them apart",
     "crawl/frontier/politeness.py::release_delay::number::0 -> (-1) #2":
         "the same for a Crawl-delay in (-1, 0] (robots.txt parsing refuses negative delays)",
-    "crawl/robots/fetch.py::RobotsCache._commit_open::number::1 -> (2)":
-        "batch numbers that step by 2 are only compared, except that failures are pruned 64 numbers (then 32 batches, not 64) behind the newest: only a put that does not wake during 32 later commits would miss its batch's failure, a scheduling race no test can force",
 }
 
 
