@@ -537,6 +537,8 @@ EQUIVALENT: dict[str, str] = {
         "the first sample has no time before it (last = now, so dt = 0): counting it as idle adds 0 s",
     "crawl/frontier/tx.py::Tx.next_due::drop::self.flush_sched() -> pass":
         "never reached, as its if: next_due's read transaction has scheduled nothing",
+    "crawl/robots/fetch.py::RobotsFetcher.__init__::number::0 -> (1)":
+        "the start of a counter of robots fetches that nothing reads (RobotsFetcher.fetches)",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

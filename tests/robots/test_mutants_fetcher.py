@@ -6,6 +6,7 @@ loopback; the fetcher's clock is a plain number the test moves."""
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -83,3 +84,56 @@ def test_the_cache_keeps_failed_commits_for_the_last_64_batches_only(tmp_path: P
         assert len(cache._failed) == 65
     finally:
         env.close()
+
+
+class _SlowRobots(_Robots):
+    """Answers after 0.2 s, counting the requests in flight at once."""
+
+    lock = threading.Lock()
+    now = 0
+    most = 0
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        cls = type(self)
+        with cls.lock:
+            cls.now += 1
+            cls.most = max(cls.most, cls.now)
+        time.sleep(0.2)
+        try:
+            super().do_GET()
+        finally:
+            with cls.lock:
+                cls.now -= 1
+
+
+def test_one_robots_fetch_per_origin_at_a_time_while_the_lock_is_handed_on() -> None:
+    # nothing is remembered (ttl 0): A fetches, B waits for A's lock and gets it when A is done; C
+    # asks while B fetches and must wait for B, on the same lock (never a second fetch at once)
+    _Robots.hits = []
+    _SlowRobots.now = _SlowRobots.most = 0
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _SlowRobots)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+
+    async def main() -> None:
+        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        fetcher = RobotsFetcher(transport, None, user_agent="crawl", ttl=0.0, clock=lambda: 1000.0)
+
+        async def ask(after: float) -> None:
+            await trio.sleep(after)
+            await fetcher.get(f"http://a.test:{port}/x")
+
+        try:
+            async with trio.open_nursery() as nursery:
+                for after in (0.0, 0.05, 0.3):
+                    nursery.start_soon(ask, after)
+        finally:
+            await transport.aclose()
+
+    try:
+        trio.run(main)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert len(_Robots.hits) == 3 and _SlowRobots.most == 1
