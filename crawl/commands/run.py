@@ -148,7 +148,7 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
     parse_procs = default_parse_procs() if kw["parse_procs"] is None else kw["parse_procs"]
     children = None
     if parse_procs:  # first: their imports run beside this process's (crawl/run/spawn.py)
-        from crawl.run.spawn import Children
+        from crawl.run import Children  # crawl.run's face loads only crawl/run/spawn.py for it
 
         children = Children(parse_procs)
         ctx.call_on_close(children.close)  # killed unless the loop gave them their work

@@ -63,6 +63,7 @@ from .io import run_stage as run_stage
 from .io import run_stage_pooled as run_stage_pooled
 from .io import spool_exists as spool_exists
 from .lazy import lazy_face as lazy_face
+from .lifeline import ORPHANED as ORPHANED
 from .lifeline import Lifeline as Lifeline
 from .lifeline import hold_lifeline as hold_lifeline
 from .maptrim import MapTrimmer as MapTrimmer

@@ -3,12 +3,13 @@
 :mod:`.crawl` owns what happens to records (admission under the crawl's
 :mod:`.scope` and budgets, results, parsing), built from the stages' own
 functions; :mod:`.loop` is the async side (tasks, signals, the parse
-processes); :mod:`.crawllog` writes the crawl log; :mod:`.display` draws
-the live table and the summary; :mod:`.stats` gathers what a crawl
-directory holds for ``crawl stats`` (and whether its run is alive);
-:mod:`.resume` gives back at once what a killed run left; :mod:`.check` verifies and repairs
-one for ``crawl check``; :mod:`.options` keeps the settings a
-run decided with (scope, politeness), so ``crawl why`` can name its rules.
+processes, which :mod:`.spawn` starts before the parent's imports);
+:mod:`.crawllog` writes the crawl log; :mod:`.display` draws the live table
+and the summary; :mod:`.stats` gathers what a crawl directory holds for
+``crawl stats`` (and whether its run is alive); :mod:`.resume` gives back at
+once what a killed run left; :mod:`.check` verifies and repairs one for
+``crawl check``; :mod:`.options` keeps the settings a run decided with
+(scope, politeness), so ``crawl why`` can name its rules.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ _LAZY: dict[str, str] = {
     "check_ndjson": "check",
     "CYCLE_MODES": "options",
     "Budgets": "crawl",
+    "Children": "spawn",
     "Crawl": "crawl",
     "RunOptions": "crawl",
     "CrawlLog": "crawllog",
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
     from .options import recorded_run as recorded_run
     from .scope import MODES as MODES
     from .scope import Scope as Scope
+    from .spawn import Children as Children
     from .stats import gather as gather
     from .stats import liveness as liveness
     from .stats import outcome_counts as outcome_counts

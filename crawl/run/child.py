@@ -27,8 +27,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from crawl.core import CrawlDir, CrawlError, ExitStatus, hold_lifeline
-from crawl.core.lifeline import ORPHANED
+from crawl.core import ORPHANED, CrawlDir, CrawlError, ExitStatus, hold_lifeline
 
 from .crawl import Crawl, RunOptions
 from .spawn import LINKS, MORE, READY, STOP
