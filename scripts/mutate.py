@@ -539,6 +539,12 @@ EQUIVALENT: dict[str, str] = {
         "never reached, as its if: next_due's read transaction has scheduled nothing",
     "crawl/robots/fetch.py::RobotsFetcher.__init__::number::0 -> (1)":
         "the start of a counter of robots fetches that nothing reads (RobotsFetcher.fetches)",
+    "crawl/robots/fetch.py::RobotsFetcher._get::drop::self._remember(origin, cached[0]['expires'], info) -> pass":
+        "speed only: a copy read from LMDB and not kept in memory is read and parsed from LMDB again at the next get, the same entry (source 'cache' both ways)",
+    "crawl/robots/fetch.py::RobotsFetcher._get::number::0 -> (-1) #6":
+        "the default of the failed-check count of an entry with unreachable_since: every such entry is written with its count (1 or more)",
+    "crawl/robots/fetch.py::RobotsFetcher._get::drop::body = b'' -> pass":
+        "fetch returns an empty body with every unreachable verdict (both its unreachable returns give b'')",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

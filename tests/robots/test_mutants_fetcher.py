@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from crawl.net import AddressPolicy, Resolver, make_transport
-from crawl.robots.fetch import RobotsCache, RobotsFetcher
+from crawl.robots.fetch import GIVE_UP_UNREACHABLE, ROBOTS_TTL, RobotsCache, RobotsFetcher
 
 
 class _Robots(BaseHTTPRequestHandler):
@@ -137,3 +137,102 @@ def test_one_robots_fetch_per_origin_at_a_time_while_the_lock_is_handed_on() -> 
         srv.shutdown()
         srv.server_close()
     assert len(_Robots.hits) == 3 and _SlowRobots.most == 1
+
+
+class _Flaky(_Robots):
+    """robots.txt answers 200 until ``failing`` is set, then 503."""
+
+    failing = False
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        if not type(self).failing:
+            super().do_GET()
+            return
+        type(self).hits.append(self.headers["Host"] + self.path)
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def _with_flaky_server(tmp_path: Path, steps: list[tuple[float, bool]]) -> list[object]:
+    """get() at each (time, failing) step on one fetcher with a real LMDB cache; the RobotsInfo of each."""
+    _Robots.hits = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    now = [0.0]
+    env = lmdb.open(str(tmp_path / "state"), max_dbs=4)
+
+    async def main() -> list[object]:
+        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        fetcher = RobotsFetcher(transport, RobotsCache(env), user_agent="crawl", clock=lambda: now[0])
+        out = []
+        try:
+            for t, failing in steps:
+                now[0], _Flaky.failing = t, failing
+                out.append((await fetcher.get(f"http://a.test:{port}/private/x"))[0])
+        finally:
+            await transport.aclose()
+        return out
+
+    try:
+        return trio.run(main)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        env.close()
+
+
+def test_a_good_copy_used_while_unreachable_keeps_saying_why_in_the_same_process(tmp_path: Path) -> None:
+    # RFC 9309 2.4: the good copy applies while robots.txt fails; asked again before the next check,
+    # the copy in memory still carries the failure (the fetch records say why the copy is stale)
+    t0 = 1_800_000_000.0
+    first, stale, again = _with_flaky_server(tmp_path, [(t0, False), (t0 + ROBOTS_TTL + 1, True),
+                                                        (t0 + ROBOTS_TTL + 2, True)])
+    assert first.verdict == stale.verdict == again.verdict == "parsed"
+    assert "503" in stale.error and again.error == stale.error
+    assert len(_Robots.hits) == 2  # the second look at the failing file waits for the next check
+
+
+def test_a_robots_txt_unreachable_for_30_days_counts_as_unavailable(tmp_path: Path) -> None:
+    # RFC 9309 2.3.1.4: unreachable for 30 days (never read before): crawled as if there were none
+    t0 = 1_800_000_000.0
+    first, month = _with_flaky_server(tmp_path, [(t0, True), (t0 + GIVE_UP_UNREACHABLE + 1, True)])
+    assert first.verdict == "unreachable" and not first.robots.allowed("http://a.test/x", "crawl")
+    assert month.verdict == "unavailable" and month.robots.allowed("http://a.test/private/x", "crawl")
+
+
+def test_a_task_that_waited_for_the_lock_uses_the_copy_just_fetched() -> None:
+    # B asks while A fetches (no LMDB cache): B waits for A's lock, then takes A's copy, no second fetch
+    _Robots.hits = []
+    _SlowRobots.now = _SlowRobots.most = 0
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _SlowRobots)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+
+    async def main() -> list[bool]:
+        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        fetcher = RobotsFetcher(transport, None, user_agent="crawl", ttl=100.0, clock=lambda: 1000.0)
+        out: list[bool] = []
+
+        async def ask(after: float) -> None:
+            await trio.sleep(after)
+            info, _ = await fetcher.get(f"http://a.test:{port}/private/x")
+            out.append(info.robots.allowed(f"http://a.test:{port}/private/x", "crawl"))
+
+        try:
+            async with trio.open_nursery() as nursery:
+                for after in (0.0, 0.05):
+                    nursery.start_soon(ask, after)
+        finally:
+            await transport.aclose()
+        return out
+
+    try:
+        assert trio.run(main) == [False, False]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert len(_Robots.hits) == 1
