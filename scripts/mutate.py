@@ -545,6 +545,8 @@ EQUIVALENT: dict[str, str] = {
         "the default of the failed-check count of an entry with unreachable_since: every such entry is written with its count (1 or more)",
     "crawl/robots/fetch.py::RobotsFetcher._get::drop::body = b'' -> pass":
         "fetch returns an empty body with every unreachable verdict (both its unreachable returns give b'')",
+    "crawl/robots/fetch.py::RobotsFetcher._get::number::0 -> (1) #7":
+        "the default of info.checks for an entry without a count: only unreachable verdicts report or use the count, and their entries are written with it",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

@@ -200,6 +200,7 @@ def test_a_robots_txt_unreachable_for_30_days_counts_as_unavailable(tmp_path: Pa
     t0 = 1_800_000_000.0
     first, month = _with_flaky_server(tmp_path, [(t0, True), (t0 + GIVE_UP_UNREACHABLE + 1, True)])
     assert first.verdict == "unreachable" and not first.robots.allowed("http://a.test/x", "crawl")
+    assert first.since == t0 and first.checks == 1  # what the fetch record reports (unreachable_since)
     assert month.verdict == "unavailable" and month.robots.allowed("http://a.test/private/x", "crawl")
 
 
