@@ -52,6 +52,7 @@ import lmdb
 import numpy as np
 from pyroaring import BitMap
 
+from crawl.canon import CANON_VERSION, canonicalize
 from crawl.core import CrawlError, NoSpace, Record, close_env, open_env, records
 
 from .bloom import BloomFilter, _best_load, as_fps
@@ -87,9 +88,9 @@ def canonical(rec: Record) -> tuple[Record, int]:
     version is trusted as is; anything else is canonicalised again (with
     ``url``, ``fp``, ``surt``, ``host``, ``canon_v`` set). Raises CanonError.
     """
-    from crawl.canon import CANON_VERSION, canonicalize
-
-    fp = _fp_of(rec.get("fp"))
+    fp = rec.get("fp")
+    if type(fp) is not int or not 0 <= fp < 1 << 64:  # crawl parse's own int, checked at once
+        fp = _fp_of(fp)
     if rec.get("canon_v") == CANON_VERSION and fp is not None:
         return rec, fp
     c = canonicalize(rec["url"])
