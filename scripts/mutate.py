@@ -547,6 +547,8 @@ EQUIVALENT: dict[str, str] = {
         "fetch returns an empty body with every unreachable verdict (both its unreachable returns give b'')",
     "crawl/robots/fetch.py::RobotsFetcher._get::number::0 -> (1) #7":
         "the default of info.checks for an entry without a count: only unreachable verdicts report or use the count, and their entries are written with it",
+    "crawl/robots/fetch.py::RobotsFetcher.__init__::number::0 -> (-1)":
+        "the start of a counter of robots fetches that nothing reads (RobotsFetcher.fetches)",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

@@ -237,3 +237,28 @@ def test_a_task_that_waited_for_the_lock_uses_the_copy_just_fetched() -> None:
         srv.shutdown()
         srv.server_close()
     assert len(_Robots.hits) == 1
+
+
+def test_at_most_4096_parsed_copies_are_kept_in_memory(tmp_path: Path) -> None:
+    # 4,097 origins read from the LMDB cache: the oldest copy in memory gives way (LMDB keeps them all)
+    env = lmdb.open(str(tmp_path / "state"), max_dbs=4, sync=False)  # real LMDB; no fsync per put
+    try:
+        cache = RobotsCache(env)
+        entry = {"verdict": "parsed", "status": 200, "fetched_at": 1.0, "error": "", "expires": 5000.0}
+        for i in range(4097):
+            cache.put(f"http://h{i}.test", entry, b"User-agent: *\nDisallow: /private\n")
+
+        async def main() -> tuple[int, bool]:
+            transport = make_transport(Resolver(overrides={}, fallback=False), AddressPolicy())
+            fetcher = RobotsFetcher(transport, cache, user_agent="crawl", clock=lambda: 1000.0)
+            try:
+                for i in range(4097):
+                    info, exchanges = await fetcher.get(f"http://h{i}.test/private/x")
+                    assert exchanges == [] and not info.robots.allowed(f"http://h{i}.test/private/x", "crawl")
+            finally:
+                await transport.aclose()
+            return len(fetcher._parsed), "http://h0.test" in fetcher._parsed
+
+        assert trio.run(main) == (4096, False)
+    finally:
+        env.close()
