@@ -549,6 +549,10 @@ EQUIVALENT: dict[str, str] = {
         "the default of info.checks for an entry without a count: only unreachable verdicts report or use the count, and their entries are written with it",
     "crawl/robots/fetch.py::RobotsFetcher.__init__::number::0 -> (-1)":
         "the start of a counter of robots fetches that nothing reads (RobotsFetcher.fetches)",
+    "crawl/robots/fetch.py::RobotsFetcher.get::drop::if hot is not None and hot[0] > float(self.clock()) -> pass":
+        "speed only: without the lock-free look, _get makes the same check of the copy in memory under the origin's lock",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::number::1 -> (2)":
+        "a counter of robots fetches that nothing reads (RobotsFetcher.fetches)",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
