@@ -553,6 +553,8 @@ EQUIVALENT: dict[str, str] = {
         "speed only: without the lock-free look, _get makes the same check of the copy in memory under the origin's lock",
     "crawl/robots/fetch.py::RobotsFetcher.fetch::number::1 -> (2)":
         "a counter of robots fetches that nothing reads (RobotsFetcher.fetches)",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::number::200 -> (199)":
+        "a body wanted for a status of 199 too: no final response has one (1xx are interim, the HTTP layer reads past them)",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
@@ -567,6 +569,8 @@ UNOBSERVABLE: dict[str, str] = {
         "by hand with a negative delay (--delay refuses one) tells them apart",
     "crawl/frontier/politeness.py::release_delay::number::0 -> (-1) #2":
         "the same for a Crawl-delay in (-1, 0] (robots.txt parsing refuses negative delays)",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::drop::await trio.sleep(self.hop_delay) -> pass":
+        "the pause between two redirect hops of a robots.txt: only the time between the requests shows it, and no test asserts wall-clock time (trio's MockClock would also move the network timeouts)",
 }
 
 

@@ -262,3 +262,40 @@ def test_at_most_4096_parsed_copies_are_kept_in_memory(tmp_path: Path) -> None:
         assert trio.run(main) == (4096, False)
     finally:
         env.close()
+
+
+class _ToFtp(_Robots):
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        type(self).hits.append(self.headers["Host"] + self.path)
+        self.send_response(301)
+        self.send_header("Location", "ftp://a.test/robots.txt")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def test_a_robots_txt_redirected_to_another_scheme_is_not_followed() -> None:
+    # a redirect to ftp: is a redirect without a usable Location (RFC 9309 2.3.1.2): the file is
+    # unavailable (crawl as if there were none), not an unreachable one that blocks the host
+    _Robots.hits = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _ToFtp)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+
+    async def main() -> object:
+        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        fetcher = RobotsFetcher(transport, None, user_agent="crawl", clock=lambda: 1000.0, hop_delay=0.0)
+        try:
+            info, exchanges = await fetcher.get(f"http://a.test:{port}/x")
+            assert len(exchanges) == 1
+            return info
+        finally:
+            await transport.aclose()
+
+    try:
+        info = trio.run(main)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert info.verdict == "unavailable" and info.status == 301  # type: ignore[attr-defined]
+    assert len(_Robots.hits) == 1
