@@ -299,3 +299,37 @@ def test_a_robots_txt_redirected_to_another_scheme_is_not_followed() -> None:
         srv.server_close()
     assert info.verdict == "unavailable" and info.status == 301  # type: ignore[attr-defined]
     assert len(_Robots.hits) == 1
+
+
+class _CutShort299(_Robots):
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        type(self).hits.append(self.headers["Host"] + self.path)
+        self.send_response(299)  # an unusual 2xx: still a success whose body must arrive whole
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        self.wfile.write(b"User-agent: *\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def test_a_2xx_robots_txt_cut_short_is_unreachable_up_to_299() -> None:
+    _Robots.hits = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _CutShort299)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+
+    async def main() -> object:
+        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        fetcher = RobotsFetcher(transport, None, user_agent="crawl", clock=lambda: 1000.0)
+        try:
+            return (await fetcher.get(f"http://a.test:{port}/x"))[0]
+        finally:
+            await transport.aclose()
+
+    try:
+        info = trio.run(main)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert info.verdict == "unreachable" and info.status == 299  # type: ignore[attr-defined]
