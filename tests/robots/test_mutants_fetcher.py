@@ -333,3 +333,44 @@ def test_a_2xx_robots_txt_cut_short_is_unreachable_up_to_299() -> None:
         srv.shutdown()
         srv.server_close()
     assert info.verdict == "unreachable" and info.status == 299  # type: ignore[attr-defined]
+
+
+class _Located299(_Robots):
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        if self.path != "/robots.txt":
+            type(self).hits.append(self.headers["Host"] + self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        type(self).hits.append(self.headers["Host"] + self.path)
+        body = b"User-agent: *\nDisallow: /private\n"
+        self.send_response(299)  # a success that carries a Location: not a redirect
+        self.send_header("Location", "/elsewhere.txt")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_a_2xx_with_a_location_is_the_file_not_a_redirect() -> None:
+    _Robots.hits = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Located299)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+
+    async def main() -> bool:
+        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        fetcher = RobotsFetcher(transport, None, user_agent="crawl", clock=lambda: 1000.0, hop_delay=0.0)
+        try:
+            info, _ = await fetcher.get(f"http://a.test:{port}/x")
+            return info.robots.allowed(f"http://a.test:{port}/private/x", "crawl")
+        finally:
+            await transport.aclose()
+
+    try:
+        assert trio.run(main) is False
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert [h.split(":", 1)[1] for h in _Robots.hits] == [f"{port}/robots.txt"]
