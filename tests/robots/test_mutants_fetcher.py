@@ -154,8 +154,9 @@ class _Flaky(_Robots):
         self.end_headers()
 
 
-def _with_flaky_server(tmp_path: Path, steps: list[tuple[float, bool]]) -> list[object]:
-    """get() at each (time, failing) step on one fetcher with a real LMDB cache; the RobotsInfo of each."""
+def _with_flaky_server(tmp_path: Path, steps: list[tuple[float, bool]], fresh: int = -1) -> list[object]:
+    """get() at each (time, failing) step with a real LMDB cache, on one fetcher (from step ``fresh`` on,
+    a new one: another process, nothing in memory); the RobotsInfo of each."""
     _Robots.hits = []
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -169,7 +170,9 @@ def _with_flaky_server(tmp_path: Path, steps: list[tuple[float, bool]]) -> list[
         fetcher = RobotsFetcher(transport, RobotsCache(env), user_agent="crawl", clock=lambda: now[0])
         out = []
         try:
-            for t, failing in steps:
+            for i, (t, failing) in enumerate(steps):
+                if i == fresh:
+                    fetcher = RobotsFetcher(transport, RobotsCache(env), user_agent="crawl", clock=lambda: now[0])
                 now[0], _Flaky.failing = t, failing
                 out.append((await fetcher.get(f"http://a.test:{port}/private/x"))[0])
         finally:
@@ -188,11 +191,14 @@ def test_a_good_copy_used_while_unreachable_keeps_saying_why_in_the_same_process
     # RFC 9309 2.4: the good copy applies while robots.txt fails; asked again before the next check,
     # the copy in memory still carries the failure (the fetch records say why the copy is stale)
     t0 = 1_800_000_000.0
-    first, stale, again = _with_flaky_server(tmp_path, [(t0, False), (t0 + ROBOTS_TTL + 1, True),
-                                                        (t0 + ROBOTS_TTL + 2, True)])
-    assert first.verdict == stale.verdict == again.verdict == "parsed"
+    first, stale, again, other = _with_flaky_server(tmp_path, [(t0, False), (t0 + ROBOTS_TTL + 1, True),
+                                                               (t0 + ROBOTS_TTL + 2, True),
+                                                               (t0 + ROBOTS_TTL + 3, True)], fresh=3)
+    assert first.verdict == stale.verdict == again.verdict == other.verdict == "parsed"
     assert "503" in stale.error and again.error == stale.error
-    assert len(_Robots.hits) == 2  # the second look at the failing file waits for the next check
+    # the next check is on disk too: another process waits for it as well (no request before it)
+    assert other.source == "cache" and other.expires == stale.expires > t0 + ROBOTS_TTL + 3
+    assert len(_Robots.hits) == 2
 
 
 def test_a_robots_txt_unreachable_for_30_days_counts_as_unavailable(tmp_path: Path) -> None:
@@ -336,24 +342,25 @@ def test_a_2xx_robots_txt_cut_short_is_unreachable_up_to_299() -> None:
 
 
 class _Located299(_Robots):
+    status = 299
+
     def do_GET(self) -> None:  # noqa: N802 - the http.server name
         if self.path != "/robots.txt":
-            type(self).hits.append(self.headers["Host"] + self.path)
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            super().do_GET()  # Disallow: /private
             return
         type(self).hits.append(self.headers["Host"] + self.path)
-        body = b"User-agent: *\nDisallow: /private\n"
-        self.send_response(299)  # a success that carries a Location: not a redirect
+        body = b"User-agent: *\nDisallow: /private\n" if type(self).status == 299 else b""
+        self.send_response(type(self).status)  # 299: a success that carries a Location, not a redirect
         self.send_header("Location", "/elsewhere.txt")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
 
-def test_a_2xx_with_a_location_is_the_file_not_a_redirect() -> None:
+@pytest.mark.parametrize("status", [299, 399])
+def test_a_2xx_with_a_location_is_the_file_and_a_3xx_up_to_399_a_redirect(status: int) -> None:
     _Robots.hits = []
+    _Located299.status = status
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Located299)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     port = srv.server_address[1]
@@ -373,4 +380,5 @@ def test_a_2xx_with_a_location_is_the_file_not_a_redirect() -> None:
     finally:
         srv.shutdown()
         srv.server_close()
-    assert [h.split(":", 1)[1] for h in _Robots.hits] == [f"{port}/robots.txt"]
+    want = ["/robots.txt"] + (["/elsewhere.txt"] if status == 399 else [])
+    assert [h.split(":", 1)[1].removeprefix(str(port)) for h in _Robots.hits] == want
