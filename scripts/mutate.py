@@ -554,7 +554,15 @@ EQUIVALENT: dict[str, str] = {
     "crawl/robots/fetch.py::RobotsFetcher.fetch::number::1 -> (2)":
         "a counter of robots fetches that nothing reads (RobotsFetcher.fetches)",
     "crawl/robots/fetch.py::RobotsFetcher.fetch::number::200 -> (199)":
-        "a body wanted for a status of 199 too: no final response has one (1xx are interim, the HTTP layer reads past them)",
+        "199 for 200 at the bottom of a 2xx range: no final response has a 1xx status (the HTTP layer reads past them, crawl/net/http1.py)",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::number::200 -> (199) #2":
+        "199 for 200 at the bottom of a 2xx range: no final response has a 1xx status (the HTTP layer reads past them, crawl/net/http1.py)",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::number::400 -> (399) #2":
+        "the body of a 399 not read: a 3xx's body is never used (a redirect is followed, or judged by its status alone)",
+    "crawl/robots/fetch.py::RobotsFetcher._get::number::0 -> (1) #6":
+        "the default of the failed-check count of an entry with unreachable_since: every such entry is written with its count (1 or more)",
+    "crawl/robots/fetch.py::RobotsFetcher._get::number::0 -> (-1) #7":
+        "the default of info.checks for an entry without a count: only unreachable verdicts report or use the count, and their entries are written with it",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,

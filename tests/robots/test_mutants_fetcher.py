@@ -195,6 +195,7 @@ def test_a_good_copy_used_while_unreachable_keeps_saying_why_in_the_same_process
                                                                (t0 + ROBOTS_TTL + 2, True),
                                                                (t0 + ROBOTS_TTL + 3, True)], fresh=3)
     assert first.verdict == stale.verdict == again.verdict == other.verdict == "parsed"
+    assert first.fetched_at == t0  # what the fetch records report
     assert "503" in stale.error and again.error == stale.error
     # the next check is on disk too: another process waits for it as well (no request before it)
     assert other.source == "cache" and other.expires == stale.expires > t0 + ROBOTS_TTL + 3
