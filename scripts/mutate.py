@@ -563,6 +563,16 @@ EQUIVALENT: dict[str, str] = {
         "the default of the failed-check count of an entry with unreachable_since: every such entry is written with its count (1 or more)",
     "crawl/robots/fetch.py::RobotsFetcher._get::number::0 -> (-1) #7":
         "the default of info.checks for an entry without a count: only unreachable verdicts report or use the count, and their entries are written with it",
+    "crawl/robots/fetch.py::RobotsFetcher._get::number::0.0 -> (1.0)":
+        "the default of info.since for an entry without unreachable_since: only unreachable verdicts report or use it, and their entries are written with it",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::compare::len(body) > 32 << 10 -> (len(body) <= 32 << 10)":
+        "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::number::32 -> (31)":
+        "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::number::10 -> (11)":
+        "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::number::10 -> (9)":
+        "where robots.txt is parsed (a worker thread or the event loop), not what it gives",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
