@@ -383,3 +383,40 @@ def test_a_2xx_with_a_location_is_the_file_and_a_3xx_up_to_399_a_redirect(status
         srv.server_close()
     want = ["/robots.txt"] + (["/elsewhere.txt"] if status == 399 else [])
     assert [h.split(":", 1)[1].removeprefix(str(port)) for h in _Robots.hits] == want
+
+
+class _Status(_Robots):
+    status = 400
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        type(self).hits.append(self.headers["Host"] + self.path)
+        self.send_response(type(self).status)  # no Location
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.mark.parametrize(("status", "error"), [
+    (300, "more than 5 redirects (or a redirect without a usable Location)"),
+    (399, "more than 5 redirects (or a redirect without a usable Location)"),
+    (400, "robots.txt returned 400")])
+def test_what_a_robots_txt_that_gave_no_file_is_said_to_have_done(status: int, error: str) -> None:
+    _Status.status = status
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Status)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+
+    async def main() -> object:
+        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        fetcher = RobotsFetcher(transport, None, user_agent="crawl", clock=lambda: 1000.0)
+        try:
+            return (await fetcher.get(f"http://a.test:{port}/x"))[0]
+        finally:
+            await transport.aclose()
+
+    try:
+        info = trio.run(main)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert info.verdict == "unavailable" and info.error == error  # type: ignore[attr-defined]
