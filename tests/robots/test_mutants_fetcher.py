@@ -309,9 +309,11 @@ def test_a_robots_txt_redirected_to_another_scheme_is_not_followed() -> None:
 
 
 class _CutShort299(_Robots):
+    status = 299
+
     def do_GET(self) -> None:  # noqa: N802 - the http.server name
         type(self).hits.append(self.headers["Host"] + self.path)
-        self.send_response(299)  # an unusual 2xx: still a success whose body must arrive whole
+        self.send_response(type(self).status)  # 299, an unusual 2xx: a success whose body must come whole
         self.send_header("Content-Length", "1000")
         self.end_headers()
         self.wfile.write(b"User-agent: *\n")
@@ -319,8 +321,11 @@ class _CutShort299(_Robots):
         self.close_connection = True
 
 
-def test_a_2xx_robots_txt_cut_short_is_unreachable_up_to_299() -> None:
+@pytest.mark.parametrize(("status", "verdict"), [(299, "unreachable"), (300, "unavailable")])
+def test_a_2xx_robots_txt_cut_short_is_unreachable_up_to_299(status: int, verdict: str) -> None:
+    # a 300's body is not the file: cut short or not, it is a redirect without a Location (unavailable)
     _Robots.hits = []
+    _CutShort299.status = status
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _CutShort299)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     port = srv.server_address[1]
@@ -339,7 +344,7 @@ def test_a_2xx_robots_txt_cut_short_is_unreachable_up_to_299() -> None:
     finally:
         srv.shutdown()
         srv.server_close()
-    assert info.verdict == "unreachable" and info.status == 299  # type: ignore[attr-defined]
+    assert info.verdict == verdict and info.status == status  # type: ignore[attr-defined]
 
 
 class _Located299(_Robots):
@@ -358,8 +363,8 @@ class _Located299(_Robots):
         self.wfile.write(body)
 
 
-@pytest.mark.parametrize("status", [299, 399])
-def test_a_2xx_with_a_location_is_the_file_and_a_3xx_up_to_399_a_redirect(status: int) -> None:
+@pytest.mark.parametrize("status", [299, 300, 399, 400])
+def test_a_2xx_with_a_location_is_the_file_and_a_3xx_from_300_to_399_a_redirect(status: int) -> None:
     _Robots.hits = []
     _Located299.status = status
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Located299)
@@ -377,11 +382,11 @@ def test_a_2xx_with_a_location_is_the_file_and_a_3xx_up_to_399_a_redirect(status
             await transport.aclose()
 
     try:
-        assert trio.run(main) is False
+        assert trio.run(main) is (status == 400)  # a 400 is unavailable: no rules
     finally:
         srv.shutdown()
         srv.server_close()
-    want = ["/robots.txt"] + (["/elsewhere.txt"] if status == 399 else [])
+    want = ["/robots.txt"] + (["/elsewhere.txt"] if 300 <= status < 400 else [])
     assert [h.split(":", 1)[1].removeprefix(str(port)) for h in _Robots.hits] == want
 
 
