@@ -579,6 +579,8 @@ EQUIVALENT: dict[str, str] = {
         "the error line is reached only for a status for_status fixes, never a 2xx (those are parsed above): 299 <= status and 300 <= status agree there",
     "crawl/robots/fetch.py::RobotsFetcher.fetch::number::1 -> (0)":
         "a counter of robots fetches that nothing reads (RobotsFetcher.fetches)",
+    "crawl/robots/fetch.py::RobotsFetcher.fetch::number::400 -> (401) #2":
+        "the body of a 400 read too: a 4xx is judged by its status alone (for_status: unavailable), its body never used",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
