@@ -4,6 +4,8 @@ as other bytes."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 from pathlib import Path
 
@@ -59,3 +61,23 @@ def test_discard_after_close_is_a_no_op(tmp_path: Path) -> None:
     w.discard()  # a failure handler that runs after the writer was closed cuts nothing
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     assert store.read_response(tmp_path, kept).body == b"kept"
+
+
+def _open_paths() -> set[str]:
+    """What this process's file descriptors point at (Linux /proc)."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            out.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return out
+
+
+def test_close_leaves_no_descriptor_of_the_file_or_its_sidecar_open(tmp_path: Path) -> None:
+    # the writer object lives on (a fetcher keeps it): close() itself must give the descriptors back
+    w = store.WarcWriter(tmp_path, compression="zstd")
+    w.write(_capture("http://example.test/a", b"a"))
+    path = str(tmp_path / w.name)
+    assert path in _open_paths()
+    w.close()
+    assert path not in _open_paths() and path + ".cdxj" not in _open_paths()
+    assert str(tmp_path) not in _open_paths()  # the directory fsynced at the open is closed too
