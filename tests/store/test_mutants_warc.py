@@ -81,3 +81,16 @@ def test_close_leaves_no_descriptor_of_the_file_or_its_sidecar_open(tmp_path: Pa
     w.close()
     assert path not in _open_paths() and path + ".cdxj" not in _open_paths()
     assert str(tmp_path) not in _open_paths()  # the directory fsynced at the open is closed too
+
+
+def test_a_closed_writer_may_be_closed_synced_and_discarded_again(tmp_path: Path) -> None:
+    # a failure handler or a final sync that runs after the writer was closed does nothing and raises nothing
+    w = store.WarcWriter(tmp_path)
+    kept = w.write(_capture("http://example.test/kept", b"kept"))
+    w.close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    w.close()
+    w.sync()
+    w.discard()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert store.read_response(tmp_path, kept).body == b"kept"
