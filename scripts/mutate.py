@@ -591,6 +591,14 @@ EQUIVALENT: dict[str, str] = {
         "the Poisson sum a term longer, past load + 12 sd + 30 terms: the extra term is below 1e-20 of the sum, under a double's precision",
     "crawl/seen/bloom.py::_block_fp::number::True -> False":
         "zip(strict=False) of powers and q: both are k + 1 long, built from the same range",
+    "crawl/seen/bloom.py::_block_fp::number::1 -> (0) #5":
+        "the Poisson sum a term shorter, past load + 12 sd + 29 terms: the term left out is below 1e-20 of the sum, under a double's precision",
+    "crawl/seen/bloom.py::_best_load::drop::if known is not None and 1 <= k <= len(known) -> pass":
+        "speed only: the known loads are _search_load's results bit for bit (tests/seen/test_bloom.py checks it), so searching gives the same load",
+    "crawl/seen/bloom.py::_best_load::compare::1 <= k <= len(known) -> (1 <= k > len(known))":
+        "speed only: k is 1..16 (size_for), so the table is skipped and _search_load gives the same loads bit for bit",
+    "crawl/seen/bloom.py::_best_load::number::1 -> (0)":
+        "k is at least 1 (size_for's range(1, 17)): 0 <= k and 1 <= k agree",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
