@@ -611,6 +611,8 @@ EQUIVALENT: dict[str, str] = {
         "speed only: memory is unimodal in k, so the sizes past the optimum are larger and never chosen (checked: the same (blocks, k) for rates 1e-2 to 1e-7 and 1, 1,000 and 1,000,000 keys)",
     "crawl/seen/bloom.py::size_for::drop::break -> pass":
         "speed only, as above",
+    "crawl/seen/bloom.py::size_for::number::1 -> (0) #4":
+        "max(0, ceil(n / load)) for max(1, ...): n is at least 1 (clamped above) and load positive, so the ceiling is at least 1",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
