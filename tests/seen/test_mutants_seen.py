@@ -488,3 +488,26 @@ def test_a_saved_file_with_an_impossible_header_loads_as_none(tmp_path: Path) ->
     f = tmp_path / "long"
     f.write_bytes(header(3, 1) + b"\0")  # a byte more than its blocks
     assert BloomFilter.load(f) is None
+
+
+def test_a_rate_that_needs_less_than_one_url_a_block_is_still_sized() -> None:
+    # 1e-7: the best pattern (k = 9) holds ~0.0016 URLs a 64-bit block; 1e-8 is beyond any block's reach
+    import pytest
+
+    from crawl.seen.bloom import size_for
+
+    blocks, k = size_for(10**6, 1e-7)
+    assert k == 9 and blocks > 10**8
+    with pytest.raises(ValueError, match="too low"):
+        size_for(10**6, 1e-8)
+
+
+def test_a_one_block_filter_is_saved_and_loaded_back(tmp_path: Path) -> None:
+    from crawl.seen.bloom import BloomFilter
+
+    bf = BloomFilter(1, 3)
+    bf.add_many(np.array([7, 8], dtype=np.uint64))
+    bf.save(tmp_path / "bloom")
+    back = BloomFilter.load(tmp_path / "bloom")
+    assert back is not None and back.blocks == 1 and back.k == 3
+    assert back.maybe_array(np.array([7, 8], dtype=np.uint64)).all()
