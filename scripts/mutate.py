@@ -617,6 +617,8 @@ EQUIVALENT: dict[str, str] = {
         "k = 0 tried first: a pattern of no bits matches every key, its load is 0 (_search_load) and it is skipped",
     "crawl/seen/bloom.py::size_for::number::17 -> (16)":
         "a pattern size of 16 is never chosen nor reached: the best k is at most 14 for every rate a 64-bit block can give and the loop breaks past it (checked for rates 1e-2 to 1e-7.7)",
+    "crawl/seen/bloom.py::BloomFilter.load::number::1 -> (2) #2":
+        "f.read(2) is non-empty exactly when f.read(1) is: either finds bytes after the filter's words",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
