@@ -619,6 +619,10 @@ EQUIVALENT: dict[str, str] = {
         "a pattern size of 16 is never chosen nor reached: the best k is at most 14 for every rate a 64-bit block can give and the loop breaks past it (checked for rates 1e-2 to 1e-7.7)",
     "crawl/seen/bloom.py::BloomFilter.load::number::1 -> (2) #2":
         "f.read(2) is non-empty exactly when f.read(1) is: either finds bytes after the filter's words",
+    "crawl/seen/seenset.py::canonical::number::0 -> (1)":
+        "speed only: the inline fast path sends an int fp of 0 on to _fp_of, which checks the same bounds and returns the same int",
+    "crawl/seen/seenset.py::canonical::number::1 -> (0)":
+        "speed only: with an upper bound of 0 << 64 every int fp goes on to _fp_of, which checks the same bounds and returns the same int",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
