@@ -623,6 +623,8 @@ EQUIVALENT: dict[str, str] = {
         "speed only: the inline fast path sends an int fp of 0 on to _fp_of, which checks the same bounds and returns the same int",
     "crawl/seen/seenset.py::canonical::number::1 -> (0)":
         "speed only: with an upper bound of 0 << 64 every int fp goes on to _fp_of, which checks the same bounds and returns the same int",
+    "crawl/seen/seenset.py::canonical::number::64 -> (63)":
+        "speed only: int fps from 2**63 up go on to _fp_of, which checks the same bounds and returns the same int",
 }
 
 # Survivors that some input tells apart, but no test can give it: not equivalent,
