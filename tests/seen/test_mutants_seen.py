@@ -511,3 +511,15 @@ def test_a_one_block_filter_is_saved_and_loaded_back(tmp_path: Path) -> None:
     back = BloomFilter.load(tmp_path / "bloom")
     assert back is not None and back.blocks == 1 and back.k == 3
     assert back.maybe_array(np.array([7, 8], dtype=np.uint64)).all()
+
+
+def test_a_small_run_after_a_big_one_is_a_run_of_its_own_and_both_are_kept(tmp_path: Path) -> None:
+    # the recent tree is flushed into sorted runs; a small run after a big one is not merged into it
+    # (under a quarter of its size) and must get a new run id: the big run's URLs stay seen
+    with SeenSet(tmp_path / "seen", delta_max=16) as s:
+        big = list(range(1000, 1200))
+        assert all(s.add_fps(big))
+        assert all(s.add_fps(list(range(5000, 5020))))  # flushed as a run of its own
+        assert s.stats()["exact_runs"] == [200, 20]
+        assert s.contains_fps(big) == [True] * 200
+        assert s.add_fps(big[:3] + [9000]) == [False, False, False, True]
