@@ -572,3 +572,15 @@ def test_an_expired_lease_waits_a_delay_under_a_second_too(tmp_path: Path, field
         assert fr.next(1, 60, T0 + 70 + wait - 0.01) == []
         [again] = fr.next(1, 60, T0 + 70 + wait)
         assert again["url"] == second["url"]
+
+
+def test_a_host_not_yet_due_is_not_shown_to_the_lease_filter(tmp_path: Path) -> None:
+    # a.test is due at T0 + 0.5; `next` at T0 must not take it off the schedule early: the filter
+    # (another node's host) would put it back a second after T0, not at its own time
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.5, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(2)], T0 - 1)
+        [lease] = fr.next(1, 60, T0 - 1)
+        fr.complete([_ok(lease, ended_at=T0)], T0)
+        fr.lease_filter = lambda host: host != "a.test"
+        assert fr.next(10, 60, T0) == []
+        assert fr.next_due(T0) == T0 + 0.5
