@@ -584,3 +584,15 @@ def test_a_host_not_yet_due_is_not_shown_to_the_lease_filter(tmp_path: Path) -> 
         fr.lease_filter = lambda host: host != "a.test"
         assert fr.next(10, 60, T0) == []
         assert fr.next_due(T0) == T0 + 0.5
+
+
+def test_a_handoff_does_not_show_a_host_not_yet_due_to_the_lease_filter(tmp_path: Path) -> None:
+    # released at the end of its answer but due only 0.3 s later: the hand-off leases nothing and
+    # leaves the host at its own time, not a second later where the filter would put it back
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.3, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": f"http://a.test/{i}"} for i in range(2)], T0)
+        [a] = fr.next(10, 60, T0)
+        fr.lease_filter = lambda host: host != "a.test"
+        released, b = fr.handoff(_ok(a, ended_at=T0 + 1.0), T0 + 1.0, 60)
+        assert released and b is None
+        assert fr.next_due(T0 + 1.0) == T0 + 1.3
