@@ -489,12 +489,6 @@ EQUIVALENT: dict[str, str] = {
         "speed only: without the carried state the same committed state is read from LMDB (see Tx.__init__'s carry entries)",
     "crawl/frontier/tx.py::Tx.lease::number::1 -> (2)":
         "range(MAX_PRIORITY + 2) also looks at priority 10, where no host is ever scheduled (effective_priority clamps to 0..9)",
-    "crawl/frontier/tx.py::Tx.lease::boolop::p != prio or t_ms > now_ms -> (p != prio and t_ms > now_ms)":
-        "speed only: a host not yet due at this priority is taken off the schedule and lease_host puts it back at the same key (its time has not come), and due hosts of later priorities are taken in the same key order the next priority's pass would take them",
-    "crawl/frontier/tx.py::Tx.lease::drop::if p != prio or t_ms > now_ms -> pass":
-        "speed only, as its 'and' above: hosts not yet due (of any priority) are taken off the schedule and put back at the same key by lease_host, due ones are taken in key order",
-    "crawl/frontier/tx.py::Tx.lease_this::drop::if h.lease or h.head == hq.NO_HEAD or h.sched == hq.WAITING_IP or (max... -> pass":
-        "lease_host checks the same: the host release_early just freed has no lease and is not waiting for its address (it was leased); not due, it is put back at the same key; with an empty queue it is healed to NO_HEAD, as it was, and nothing is leased or counted",
     "crawl/frontier/tx.py::Tx.lease_host::minmax::max(h.next_allowed, h.parked_until) -> (min(h.next_allowed, h.parked_until))":
         "the lease filter sees only due hosts (lease takes due keys, lease_this checks): both times are behind now, so now + FILTER_RECHECK_MS wins either way",
     "crawl/frontier/tx.py::Tx.lease_host::number::1 -> (0) #8":
@@ -515,18 +509,12 @@ EQUIVALENT: dict[str, str] = {
         "the group commit's first batch number: batches are only compared (a put waits until _done reaches its batch) and _open starts above _done either way",
     "crawl/robots/fetch.py::RobotsCache.__init__::number::0 -> (-1)":
         "as above: _done starting at -1 is still below the first batch",
-    "crawl/frontier/tx.py::Tx.lease::drop::break -> pass #2":
-        "speed only, as the drop of its if above: hosts not yet due or of later priorities are taken in key order, and lease_host puts those not due back at the same key",
     "crawl/frontier/tx.py::Tx.write_leases::drop::self.new_leases, self.new_deadlines = ([], []) -> pass":
         "a second write_leases in one transaction (next's second lease pass after wake_stranded) puts the first pass's leases and deadlines again: the same keys with the same values",
     "crawl/frontier/tx.py::Tx.lease_this::drop::if h is None -> pass":
         "never reached: lease_this runs only right after release_early, which read the host into this transaction's cache (Tx.host)",
     "crawl/frontier/tx.py::Tx.lease_this::drop::h = self.read_host(hid) -> pass":
         "never reached, as above",
-    "crawl/frontier/tx.py::Tx.lease_this::boolop::h.lease or h.head == hq.NO_HEAD or h.sched == hq.WAITING_IP or (max... -> (h.lease and h.head == hq.NO_HEAD and (h.sched == hq.WAITING_IP) and (":
-        "a weaker guard: lease_host checks the same, as for the drop of the whole if (see its entry)",
-    "crawl/frontier/tx.py::Tx.lease_this::minmax::max(h.next_allowed, h.parked_until) -> (min(h.next_allowed, h.parked_until))":
-        "a weaker guard: lease_host checks the same (see the drop of the whole if)",
     "crawl/frontier/tx.py::Tx.lease_host::compare::h.next_allowed > h.parked_until -> (h.next_allowed <= h.parked_until)":
         "lease_host sees only due hosts (lease takes due keys, lease_this checks): next_allowed and parked_until are both behind now, so not_before > now fails with the smaller as with the larger, and an address's slow-down is compared after either way",
     "crawl/frontier/tx.py::Tx.lease_host::number::True -> False":
