@@ -216,8 +216,6 @@ EQUIVALENT: dict[str, str] = {
         "speed only, as above (hid is still None from the cache miss)",
     "crawl/frontier/tx.py::Tx.robots_waiting::number::0 -> (-1)":
         "speed only: every host's robots wait is looked up even when none waits; none is found",
-    "crawl/frontier/tx.py::Tx.flush::drop::if self.gone_deadlines -> pass":
-        "speed only: flushing an empty list of gone deadlines deletes nothing",
     "crawl/frontier/tx.py::Tx.flush::drop::self.dirty.clear() -> pass":
         "after the last step of a transaction: every transaction flushes once, at its end, and carry() "
         "does not read it",
@@ -294,16 +292,11 @@ EQUIVALENT: dict[str, str] = {
         "sets the entry's + 1, lease_value_of caps it), so the branch is never taken",
     "crawl/frontier/complete.py::complete_one::number::0 -> (-1) #3":
         "as above",
-    "crawl/frontier/tx.py::Tx.find_tail::drop::if found -> pass":
-        "space only: without the tail block found, a new block is started; the same URLs come out "
-        "in the same order (blocks are ordered by sequence number)",
     "crawl/frontier/tx.py::Tx.find_tail::number::255 -> (254)":
         "priorities are 0..9 (effective_priority clamps them): prio < 254 and prio < 255 agree",
     "crawl/frontier/tx.py::Tx.find_tail::compare::prio < 255 -> (prio >= 255)":
         "space only: without the search the last key of the queue is checked, the host's tail only if it "
         "is the last; otherwise a new block is started, the same URLs in the same order (as above)",
-    "crawl/frontier/tx.py::Tx.append::compare::i < n -> (i >= n)":
-        "space only, as above: the tail block is not topped up, new blocks follow it in order",
     "crawl/frontier/ipslots.py::IpSlots.release_ip::number::0 -> (-1)":
         "put_ip stores a negative count as 0",
     "crawl/robots/policy.py::Robots._group::number::64 -> (63)":

@@ -596,3 +596,22 @@ def test_a_handoff_does_not_show_a_host_not_yet_due_to_the_lease_filter(tmp_path
         released, b = fr.handoff(_ok(a, ended_at=T0 + 1.0), T0 + 1.0, 60)
         assert released and b is None
         assert fr.next_due(T0 + 1.0) == T0 + 1.3
+
+
+def test_a_hosts_tail_block_is_found_between_neighbouring_priorities_and_hosts(tmp_path: Path) -> None:
+    # a.test's adds alternate priorities 1 and 2 (each add misses the last-used block, so the tail is
+    # searched for), with b.test's blocks after a.test's in the queue: the tails are still topped up
+    with Frontier(tmp_path / "frontier", Politeness(default_delay=0.0, response_factor=0)) as fr:
+        fr.add([{"kind": "url", "v": 1, "url": "http://a.test/first"}, {"kind": "url", "v": 1, "url": "http://b.test/1"}],
+               T0)
+        want: dict[int, list[str]] = {1: ["http://a.test/first"], 2: []}
+        for i in range(40):
+            prio = 1 + i % 2
+            url = f"http://a.test/p{prio}/{i:04d}/" + "x" * 20
+            fr.add([{"kind": "url", "v": 1, "url": url, "priority": prio}], T0)
+            want[prio].append(url)
+        with fr.env.begin() as txn:
+            sizes = [len(v) for _, v in txn.cursor(db=fr.db["queue"])]
+        assert len(sizes) <= sum(sizes) // 900 + 3, sizes
+        got = _drain(fr, T0)
+        assert [u for u in got if "a.test" in u] == want[1] + want[2]
