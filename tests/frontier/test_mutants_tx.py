@@ -605,13 +605,13 @@ def test_a_hosts_tail_block_is_found_between_neighbouring_priorities_and_hosts(t
         fr.add([{"kind": "url", "v": 1, "url": "http://a.test/first"}, {"kind": "url", "v": 1, "url": "http://b.test/1"}],
                T0)
         want: dict[int, list[str]] = {1: ["http://a.test/first"], 2: []}
-        for i in range(40):
+        for i in range(200):
             prio = 1 + i % 2
             url = f"http://a.test/p{prio}/{i:04d}/" + "x" * 20
             fr.add([{"kind": "url", "v": 1, "url": url, "priority": prio}], T0)
             want[prio].append(url)
         with fr.env.begin() as txn:
             sizes = [len(v) for _, v in txn.cursor(db=fr.db["queue"])]
-        assert len(sizes) <= sum(sizes) // 900 + 3, sizes
+        assert len(sizes) <= sum(sizes) // 1000 + 3, sizes  # ~1 KiB blocks, the last of each priority part-full
         got = _drain(fr, T0)
         assert [u for u in got if "a.test" in u] == want[1] + want[2]
