@@ -294,9 +294,6 @@ EQUIVALENT: dict[str, str] = {
         "as above",
     "crawl/frontier/tx.py::Tx.find_tail::number::255 -> (254)":
         "priorities are 0..9 (effective_priority clamps them): prio < 254 and prio < 255 agree",
-    "crawl/frontier/tx.py::Tx.find_tail::compare::prio < 255 -> (prio >= 255)":
-        "space only: without the search the last key of the queue is checked, the host's tail only if it "
-        "is the last; otherwise a new block is started, the same URLs in the same order (as above)",
     "crawl/frontier/ipslots.py::IpSlots.release_ip::number::0 -> (-1)":
         "put_ip stores a negative count as 0",
     "crawl/robots/policy.py::Robots._group::number::64 -> (63)":
@@ -447,9 +444,7 @@ EQUIVALENT: dict[str, str] = {
     "crawl/frontier/tx.py::Tx.find_tail::number::255 -> (256)":
         "priorities are 0..9 (effective_priority clamps them): prio < 256 and prio < 255 agree",
     "crawl/frontier/tx.py::Tx.find_tail::number::0 -> (1)":
-        "space only: searching from (prio + 1, seq 1) can step back onto a block of prio + 1 (seq 1 is the first the counter gives), then no tail is found and a new block is started, the same URLs in the same order (see find_tail's other entries)",
-    "crawl/frontier/tx.py::Tx.find_tail::number::1 -> (2)":
-        "space only: searching from prio + 2 can step back onto a block of prio + 1, then no tail is found and a new block is started, the same URLs in the same order",
+        "no queue key has sequence number 0 (the counter starts at 1): a search from (prio + 1, seq 1) lands where one from (prio + 1, seq 0) does",
     "crawl/frontier/tx.py::Tx.reschedule::drop::self.unschedule(hid, h) -> pass":
         "a no-op wherever it is reached: reschedule meets an empty queue only on a host on no schedule (after a completion, an early release or an expiry: lease_host set NOT_SCHEDULED and nothing schedules a leased host; a woken address waiter is set NOT_SCHEDULED first); merge_done and take_hosts, which empty a scheduled host's queue, unschedule it themselves",
     "crawl/frontier/tx.py::Tx.find_tail::number::False -> True":
