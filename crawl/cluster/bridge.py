@@ -4,15 +4,16 @@
 lifeline so it dies with the run) keeps nats-py out of the trio crawl
 process. It moves records, never decides what to crawl:
 
-* **out**: every ``OUT_WINDOW`` (at once when a claim comes back full)
-  claim a batch from ``D/cluster/outbox``, group it by destination (plain
-  links and seeds: one group per owner node, on the subject of its lowest
-  vshard in the batch; slices, sweeps and shards being moved: one per
-  vshard, see :meth:`Bridge._group`), publish one message per group to
+* **out**: every ``OUT_TICK`` claim what ``D/cluster/outbox`` holds; hold
+  it (claimed) until the oldest record has waited ``OUT_WINDOW`` (or
+  ``out_batch`` are held), group it by destination (records of shards
+  whose owner is settled: one group per owner node, on the subject of its
+  lowest vshard in the batch; shards being moved: one per vshard, see
+  :meth:`Bridge._group`), publish one message per group to
   ``crawl.<crawl>.links.<v>`` with ``Nats-Msg-Id = node:batch:group:part:hash`` (a
   republish after a lost PubAck is dropped by the stream's duplicate
-  window), wait for every PubAck, then ack the batch. ``ip`` records go to
-  the KV IP registry instead, and each is answered in ``D/cluster/placed``:
+  window), wait for every PubAck, then ack the batch. ``ip`` records are
+  not held: they go to the KV IP registry at once, and each is answered in ``D/cluster/placed``:
   the host stays on its own vshard, or (the first host placed on an address
   gave the address its home vshard, and the group is still small) it is
   re-homed there, an override every bridge learns (``homes.json``). Nothing

@@ -247,6 +247,8 @@ class Node:
             moved: list[Record] = []
             for r in urls:
                 (moved if r.pop("handoff", False) else linked).append(r)
+            if moved:
+                moved = self._slice_here(moved)
             if linked:
                 admit(linked, now, judged=True)
             if moved:
@@ -254,6 +256,37 @@ class Node:
             self.count("inbox/urls", len(urls))
         self.inbox.ack(k for k, _ in claimed)
         return len(claimed)
+
+    def _slice_here(self, moved: list[Record]) -> list[Record]:
+        """A slice's queued URLs this node admits; the others go back to the outbox still
+        marked as a slice (``handoff``), never as links.
+
+        The bridge takes a slice in by its own map, which can be newer than the
+        map.json this process read last: URLs of a shard gained a moment ago would
+        be routed on by admission, and routed as links their next owner (this node
+        again, once its map is current) drops them as seen when it had the host
+        before (found in testing: a re-homed host's pages were never fetched)."""
+        local, homes = self.map.local, self.map.homes
+        keep: list[Record] = []
+        away: list[Record] = []
+        for r in moved:
+            try:
+                key = host_key(r["url"])
+            except (KeyError, TypeError, ValueError):
+                keep.append(r)  # admission rejects it and says why
+                continue
+            shard = self.map.shard(key)
+            if shard in local:
+                keep.append(r)
+            else:
+                rec = {**r, "vshard": shard, "handoff": True}
+                if key in homes:
+                    rec["home"] = 1
+                away.append(rec)
+        if away:
+            self.outbox.put(away)
+            self.count("inbox/slice_routed", len(away))
+        return keep
 
     def _learn(self, rec: Record) -> None:
         try:
