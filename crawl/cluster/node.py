@@ -230,9 +230,6 @@ class Node:
                 done.append(rec)
             else:
                 self.count("inbox/bad")
-        if hosts or done:  # a slice's host state and done marks: only for the shard's owner
-            hosts, done = self._slice_here(hosts), self._slice_here(done)
-            fps = [int(f, 16) for rec in done for f in rec.get("fps") or () if isinstance(f, str)]
         if hosts:
             self.count("inbox/hosts", merge_host_state(self.frontier, hosts, now))
         if fps:
@@ -261,32 +258,28 @@ class Node:
         return len(claimed)
 
     def _slice_here(self, moved: list[Record]) -> list[Record]:
-        """The records of a slice (queued URLs, host state, done marks) whose shard this
-        node owns; the others go back to the outbox still as a slice (queued URLs
-        marked ``handoff``), never as links, nor applied here.
+        """A slice's queued URLs this node admits; the others go back to the outbox still
+        marked as a slice (``handoff``), never as links.
 
         The bridge takes a slice in by its own map, which can be newer than the
         map.json this process read last: URLs of a shard gained a moment ago would
         be routed on by admission, and routed as links their next owner (this node
         again, once its map is current) drops them as seen when it had the host
-        before (found in testing: a re-homed host's pages were never fetched). A
-        host's state and done marks applied by a node that does not own the host
-        would be missing at its owner: it would fetch those pages again."""
+        before (found in testing: a re-homed host's pages were never fetched)."""
         local, homes = self.map.local, self.map.homes
         keep: list[Record] = []
         away: list[Record] = []
         for r in moved:
-            url_kind = r.get("kind") in records.URL_KINDS
             try:
-                key = host_key(r["url"]) if url_kind else r["host"]
-                shard = self.map.shard(key)
-            except (KeyError, TypeError, ValueError, AttributeError):
-                keep.append(r)  # admission (or the merge) rejects it and says why
+                key = host_key(r["url"])
+            except (KeyError, TypeError, ValueError):
+                keep.append(r)  # admission rejects it and says why
                 continue
+            shard = self.map.shard(key)
             if shard in local:
                 keep.append(r)
             else:
-                rec = {**r, "vshard": shard, "handoff": True} if url_kind else {**r, "vshard": shard}
+                rec = {**r, "vshard": shard, "handoff": True}
                 if key in homes:
                     rec["home"] = 1
                 away.append(rec)

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from crawl.canon import canonicalize, host_key
+from crawl.canon import host_key
 from crawl.cluster import HANDOFF_DONE, ShardMap, cluster_dir, vshard
 from crawl.core import CrawlDir, Spool, records, replace_file
 from crawl.frontier import Politeness
@@ -462,38 +462,3 @@ def test_a_slice_that_arrives_before_the_map_stays_a_slice(two: Any, tmp_path: P
     while a.process_one_batch():
         pass
     assert {x["url"] for x in lease_all(a, time.time() + 5)} >= set(urls)
-
-
-def test_a_slices_host_state_and_done_marks_reach_the_shards_owner_not_its_old_one(two: Any, tmp_path: Path) -> None:
-    """A slice's host state and done marks that reach a node which no longer owns their
-    shard (its bridge delivered them by an older map) are not applied there: they go
-    back out for the shard's owner. Applied at the old owner they were lost to the new
-    one, which then fetched the done pages again and asked the host before its time."""
-    a, b = two
-    da, db = tmp_path / "a", tmp_path / "b"
-    shard = A_SHARDS[2]
-    h0, h1 = hosts_of([shard], 2)
-    urls = {h: [f"http://{h}/d{j}" for j in range(3)] for h in (h0, h1)}
-    now = time.time()
-    write_map(da, "a", [s for s in A_SHARDS if s != shard], epoch=3)  # the shard moved to b
-    write_map(db, "b", B_SHARDS + [shard], epoch=3)
-    a.node.refresh()
-    b.node.refresh()
-    b.admit([link(u) for h in (h0, h1) for u in urls[h]], now)  # queued at its new owner
-    done = urls[h0][0]
-    slice_ = [{"kind": "seen", "v": 1, "host": h0, "fps": [canonicalize(done).fp_hex], "vshard": shard},
-              {"kind": "host", "v": 1, "host": h1, "next_allowed": now + 3600, "crawl_delay": None,
-               "backoff": 0, "ip": None, "vshard": shard}]
-    a.node.inbox.put(slice_)
-    while a.process_one_batch():
-        pass
-    out = queued(a.node.outbox)
-    assert sorted((r["kind"], r["host"], r["vshard"]) for r in out) == [("host", h1, shard), ("seen", h0, shard)]
-    assert all("handoff" not in r for r in out)
-    play_bridge(a.node.outbox, spool(db, "inbox"), B_SHARDS + [shard])
-    while b.process_one_batch():
-        pass
-    first = {x["url"] for x in b.frontier.next(100, 30.0, now + 5)}
-    assert done not in first  # done at the old owner: not fetched again
-    assert urls[h0][1] in first or urls[h0][2] in first  # the rest of h0 goes on
-    assert not first & set(urls[h1])  # h1 waits for the time its old owner was told
