@@ -156,7 +156,7 @@ class Bridge:
         self._ip_next = 0.0
         self._ip_mark: tuple[Any, Any] | None = None
         self._ips_sent: dict[str, set[int]] = {}
-        self._idle_sig: tuple[Any, ...] | None = None
+        self._idle_sig: dict[str, tuple[Any, Any]] | None = None
         self._idle_since = 0.0
         self.cluster_idle = False
         self.queued = -1
@@ -261,15 +261,25 @@ class Bridge:
         flag is seconds old), so one look is not enough: the members'
         published and consumed totals must also stand still for longer than a
         heartbeat and a node-status rewrite take.
+
+        A member that leaves meanwhile does not start the wait again: the first
+        node to judge the crawl over exits, its key expires a TTL later, and a
+        node whose judgement lagged by more than that never finished (its wait
+        restarted, the grace ran out, it took over the leaver's shards and was
+        busy again: a 3-node test's last node had to be stopped with SIGTERM).
+        A member that joins, or whose totals moved, does start it again.
         """
         assert self.cfg is not None
         now = time.monotonic()
-        sig = tuple(sorted((n, m.get("published"), m.get("consumed")) for n, m in members.items()))
+        sig = {n: (m.get("published"), m.get("consumed")) for n, m in members.items()}
         cond = (bool(members) and all(m.get("idle") for m in members.values()) and queued == 0
                 and len(self.map.get("owner", {})) == self.cfg.v and not self.map.get("moving"))
-        if not cond or sig != self._idle_sig:
+        prev = self._idle_sig
+        stood = prev is not None and all(n in prev and prev[n] == s for n, s in sig.items())
+        if not cond or not stood:
             self._idle_sig, self._idle_since = (sig if cond else None), now
             return False
+        self._idle_sig = sig  # (members that left are forgotten; the wait goes on)
         # (the members come from the last map round: up to PLAN_QUIET old)
         return now - self._idle_since >= max(5.0, self.cfg.ttl) + PLAN_QUIET
 

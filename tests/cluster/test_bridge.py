@@ -580,3 +580,35 @@ def test_one_batch_of_new_hosts_on_an_address_fills_its_small_group_once(pair: N
     assert got[v0] == home
     assert [got[h] == home for h in others] == [True, True, False, False]
     assert all(got[h] == vshard_of_url(f"http://{h}/", 16) for h in others[2:])
+
+
+def test_a_member_that_leaves_does_not_restart_the_idle_wait(tmp_path: Path) -> None:
+    """The first node to judge the crawl over exits and its key expires a TTL later;
+    a node whose judgement lags must still finish, not wait again from the start
+    (then the grace ran out, it took over the leaver's shards and never ended). A
+    member that joins, or whose totals move, does start the wait again."""
+    from crawl.cluster.bridge import PLAN_QUIET, Bridge
+
+    b = Bridge("nats://127.0.0.1:1", "t", "c1", tmp_path)  # the rule alone: nothing is dialled
+    b.cfg = ClusterConfig(crawl="t", v=4, ttl=4.0)
+    b.map = {"owner": {str(v): "c1" for v in range(4)}}
+    wait = max(5.0, b.cfg.ttl) + PLAN_QUIET
+    three = {n: {"idle": True, "published": 5, "consumed": 5} for n in ("c1", "c2", "c3")}
+    assert b._judge_idle(three, 0) is False  # the wait starts
+    started = b._idle_since
+    b._idle_since = started - wait + 1.0  # most of it has passed
+    two = {n: three[n] for n in ("c1", "c2")}
+    assert b._judge_idle(two, 0) is False  # c3 left: not over yet, but the wait goes on
+    b._idle_since -= 1.0
+    assert b._judge_idle(two, 0) is True  # and it ends when it was due
+    # a member that joins, or totals that move, start the wait again
+    b._idle_sig, b._idle_since = None, 0.0
+    assert b._judge_idle(two, 0) is False
+    b._idle_since -= wait
+    assert b._judge_idle(three, 0) is False  # c3 joined
+    b._idle_since -= wait
+    moved = {**three, "c2": {"idle": True, "published": 6, "consumed": 5}}
+    assert b._judge_idle(moved, 0) is False
+    b._idle_since -= wait
+    assert b._judge_idle(moved, 0) is True
+    assert b._judge_idle({**moved, "c1": {"idle": False, "published": 6, "consumed": 5}}, 0) is False

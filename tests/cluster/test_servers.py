@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
 from asyncio import run
 
 import pytest
+from nats import errors
+from nats.js import errors as js_errors
 
 from crawl.cluster import DevCluster, stop_recorded
 from crawl.cluster.kv import connect
@@ -30,7 +34,17 @@ def test_three_servers_form_one_cluster_with_fsync_always(cluster3: DevCluster) 
             js = nc.jetstream()
             info = await js.add_stream(name="FORMED", subjects=["formed.x"], num_replicas=3,
                                        storage=api.StorageType.FILE)
-            await js.publish("formed.x", b"1")
+            # a new R3 stream answers once its leader is elected: until then a publish
+            # finds no responder (seen when the other worker loaded the machine)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    await js.publish("formed.x", b"1")
+                    break
+                except (errors.NoRespondersError, errors.TimeoutError, js_errors.NoStreamResponseError):
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.5)
             info = await js.stream_info("FORMED")
             peers = [info.cluster.leader] + [r.name for r in info.cluster.replicas or []]
             await js.delete_stream("FORMED")
