@@ -287,6 +287,28 @@ class Cluster:
         self.kv_ip: Any = None
 
     # -- creation -------------------------------------------------------------------
+    async def init_patiently(self, config: ClusterConfig, *, v_given: bool = True, attempts: int = 120) -> bool:
+        """:meth:`init`, asked again while the servers cannot answer yet.
+
+        Just after a cluster starts (or a server restarts) a stream or bucket made a
+        moment ago may have no server answering for it yet ("no response from
+        stream", or no answer at all), and a restarted server answers its health
+        check a little before the meta group counts it again ("no suitable peers for
+        placement, peer offline", error 10005); init only creates what is missing,
+        so asking again is safe."""
+        from nats.errors import TimeoutError as NatsTimeout
+        from nats.js.errors import BadRequestError, NoStreamResponseError
+
+        for attempt in range(attempts):
+            try:
+                return await self.init(config, v_given=v_given)
+            except (NoStreamResponseError, NatsTimeout, BadRequestError) as e:
+                if attempt == attempts - 1 or (isinstance(e, BadRequestError)
+                                               and getattr(e, "err_code", None) != 10005):
+                    raise
+                await asyncio.sleep(0.25)
+        raise AssertionError("unreachable")  # the last attempt returned or raised
+
     async def init(self, config: ClusterConfig, *, v_given: bool = True) -> bool:
         """Create streams, buckets and the empty map; False when the crawl existed already
         (with the same V: then nothing changes; another V is refused)."""
@@ -546,25 +568,10 @@ class Planner:
 async def init_cluster(servers: str, config: ClusterConfig,
                        v_given: bool = True) -> tuple[bool, ClusterConfig]:
     """``crawl cluster init``: (whether it was created now, the crawl's config)."""
-    from nats.errors import TimeoutError as NatsTimeout
-    from nats.js.errors import BadRequestError, NoStreamResponseError
-
     nc = await connect(servers, reconnect=False)
     try:
         cl = Cluster(nc, config.crawl)
-        # Just after a cluster starts (or a server restarts) a stream or bucket made a
-        # moment ago may have no server answering for it yet ("no response from
-        # stream"), and a restarted server answers its health check a little before the
-        # meta group counts it again ("no suitable peers for placement, peer offline",
-        # error 10005); init only creates what is missing, so asking again is safe.
-        for attempt in range(120):
-            try:
-                created = await cl.init(config, v_given=v_given)
-                break
-            except (NoStreamResponseError, NatsTimeout, BadRequestError) as e:
-                if attempt == 119 or (isinstance(e, BadRequestError) and getattr(e, "err_code", None) != 10005):
-                    raise
-                await asyncio.sleep(0.25)
+        created = await cl.init_patiently(config, v_given=v_given)
         assert cl.config is not None
         return created, cl.config
     finally:

@@ -113,7 +113,8 @@ def init(cluster: DevCluster, crawl: str, **cfg: Any) -> None:
     async def go() -> None:
         nc = await connect(cluster.servers_arg)
         try:
-            await Cluster(nc, crawl, timeout=SLOW).init(ClusterConfig(crawl=crawl, **cfg))
+            # asked again while the servers cannot answer yet, as crawl cluster init does
+            await Cluster(nc, crawl, timeout=SLOW).init_patiently(ClusterConfig(crawl=crawl, **cfg), attempts=4)
         finally:
             await nc.close()
     asyncio.run(go())

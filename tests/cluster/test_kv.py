@@ -28,23 +28,11 @@ SLOW = 60.0
 
 
 async def _open(c: DevCluster, crawl: str, **cfg) -> Cluster:
-    """A crawl made with ``Cluster.init``, asked again as ``crawl cluster init`` does
-    (kv.init_cluster) while the just-started servers' JetStream has no one answering
-    for a new stream yet (a timeout in a clean-clone run, the first test of the module)."""
-    from nats.errors import TimeoutError as NatsTimeout
-    from nats.js.errors import BadRequestError, NoStreamResponseError
-
+    """A crawl made as ``crawl cluster init`` makes it: asked again while the just-started
+    servers' JetStream has no one answering for a new stream yet."""
     cl = Cluster(await connect(c.servers_arg), crawl, timeout=SLOW)
-    deadline = asyncio.get_running_loop().time() + 2 * SLOW
-    while True:
-        try:
-            await cl.init(ClusterConfig(crawl=crawl, **cfg))
-            return cl
-        except (NoStreamResponseError, NatsTimeout, BadRequestError) as e:
-            if asyncio.get_running_loop().time() > deadline or (
-                    isinstance(e, BadRequestError) and getattr(e, "err_code", None) != 10005):
-                raise
-            await asyncio.sleep(0.25)
+    await cl.init_patiently(ClusterConfig(crawl=crawl, **cfg), attempts=4)
+    return cl
 
 
 def test_init_creates_range_streams_once_and_keeps_v(cluster3: DevCluster, crawl_name: str) -> None:
