@@ -18,6 +18,29 @@ from crawl.net import AddressPolicy, Resolver, make_transport
 from crawl.robots.fetch import GIVE_UP_UNREACHABLE, ROBOTS_TTL, RobotsCache, RobotsFetcher
 
 
+def _first_fetch(handler: type) -> object:
+    """What a new RobotsFetcher makes of http://a.test/x's robots.txt served by ``handler``
+    on a loopback HTTPServer (the clock fixed at 1000)."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+
+    async def main() -> object:
+        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
+                                   AddressPolicy(allow_private=True))
+        fetcher = RobotsFetcher(transport, None, user_agent="crawl", clock=lambda: 1000.0)
+        try:
+            return (await fetcher.get(f"http://a.test:{port}/x"))[0]
+        finally:
+            await transport.aclose()
+
+    try:
+        return trio.run(main)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 class _Robots(BaseHTTPRequestHandler):
     hits: list[str] = []
 
@@ -326,24 +349,7 @@ def test_a_2xx_robots_txt_cut_short_is_unreachable_up_to_299(status: int, verdic
     # a 300's body is not the file: cut short or not, it is a redirect without a Location (unavailable)
     _Robots.hits = []
     _CutShort299.status = status
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _CutShort299)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    port = srv.server_address[1]
-
-    async def main() -> object:
-        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
-                                   AddressPolicy(allow_private=True))
-        fetcher = RobotsFetcher(transport, None, user_agent="crawl", clock=lambda: 1000.0)
-        try:
-            return (await fetcher.get(f"http://a.test:{port}/x"))[0]
-        finally:
-            await transport.aclose()
-
-    try:
-        info = trio.run(main)
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    info = _first_fetch(_CutShort299)
     assert info.verdict == verdict and info.status == status  # type: ignore[attr-defined]
 
 
@@ -406,22 +412,5 @@ class _Status(_Robots):
     (400, "robots.txt returned 400")])
 def test_what_a_robots_txt_that_gave_no_file_is_said_to_have_done(status: int, error: str) -> None:
     _Status.status = status
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Status)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    port = srv.server_address[1]
-
-    async def main() -> object:
-        transport = make_transport(Resolver(overrides={"a.test": ["127.0.0.1"]}, fallback=False),
-                                   AddressPolicy(allow_private=True))
-        fetcher = RobotsFetcher(transport, None, user_agent="crawl", clock=lambda: 1000.0)
-        try:
-            return (await fetcher.get(f"http://a.test:{port}/x"))[0]
-        finally:
-            await transport.aclose()
-
-    try:
-        info = trio.run(main)
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    info = _first_fetch(_Status)
     assert info.verdict == "unavailable" and info.error == error  # type: ignore[attr-defined]
