@@ -66,6 +66,7 @@ from .lazy import lazy_face as lazy_face
 from .lifeline import ORPHANED as ORPHANED
 from .lifeline import Lifeline as Lifeline
 from .lifeline import hold_lifeline as hold_lifeline
+from .maptrim import MAP_BUDGET as MAP_BUDGET
 from .maptrim import MapTrimmer as MapTrimmer
 from .names import check_file_name as check_file_name
 from .records import Record as Record

@@ -12,6 +12,13 @@ in the kernel's page cache, so the next access is a minor fault, not a read
 from disk. LMDB never writes through its map unless opened with
 ``writemap=True`` (we never do), so this cannot lose or corrupt anything.
 
+The budget is the whole process's file-backed RSS (what ``statm`` reports),
+so a trim lets go of *every* LMDB data file the process maps, not only the
+one whose trimmer noticed: a parse process reads five environments (seen,
+dedupe, recrawl, graph, frontier), and trimming only the frontier while the
+recrawl map held 160 MB left it over budget for good (issue 19's 2,000-host
+memory figure).
+
 Anywhere ``/proc`` or ``madvise`` is missing, trimming is a no-op.
 """
 
@@ -22,6 +29,15 @@ import os
 from pathlib import Path
 
 _MADV_DONTNEED = 4
+# File-backed RSS a process keeps before it lets go of its LMDB pages: the
+# shared libraries are ~23 MB of it (Python, numpy, lxml, OpenSSL), so this
+# leaves ~40 MB of maps. A trim costs minor faults to map pages again, and on
+# random keys each fault maps 64 KB (the kernel's fault-around ignores
+# MADV_RANDOM): 2,000 realistic hosts (issue 19), both processes' peak RSS
+# summed, 3.56 CPU-ms/page and 450 MB untrimmed, 3.6-3.9 and 360 MB at 64 MB,
+# 4.0-4.1 and 320-330 MB at 40 MB.
+MAP_BUDGET = 64 << 20
+LMDB_DATA = "/data.mdb"  # how an LMDB environment's mapping shows in /proc/self/maps
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 try:
@@ -52,13 +68,14 @@ class MapTrimmer:
     """Trim the resident pages of one LMDB data file when they exceed ``budget`` bytes.
 
     Args:
-        data_file: the environment's ``data.mdb``.
+        data_file: an environment's ``data.mdb``, kept for messages and tests;
+            a trim drops every LMDB data file's pages (see the module's doc).
         budget: file-backed bytes this process may keep resident; None disables.
         every: check the budget once per this many :meth:`maybe_trim` calls.
     """
 
-    def __init__(self, data_file: Path, budget: int | None, every: int = 1) -> None:
-        self.data_file = str(data_file.resolve())
+    def __init__(self, data_file: Path | None, budget: int | None, every: int = 1) -> None:
+        self.data_file = str(data_file.resolve()) if data_file is not None else None
         self.budget = budget
         self.every = max(every, 1)
         self.calls = 0
@@ -76,7 +93,7 @@ class MapTrimmer:
         return self.trim()
 
     def trim(self) -> bool:
-        """Drop every resident page of the data file's mappings from this process."""
+        """Drop every resident page of this process's LMDB maps."""
         if _madvise is None:
             return False
         try:
@@ -85,7 +102,7 @@ class MapTrimmer:
             return False
         done = False
         for line in maps:
-            if not line.endswith(self.data_file):
+            if not line.endswith(LMDB_DATA):
                 continue
             lo, _, hi = line.split(None, 1)[0].partition("-")
             start, end = int(lo, 16), int(hi, 16)

@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from crawl.core import MapTrimmer, Record, StateError, close_env, open_env
+from crawl.core import MAP_BUDGET, MapTrimmer, Record, StateError, close_env, open_env
 
 from . import delays, robotswait
 from . import hostqueue as hq
@@ -73,7 +73,7 @@ from .tx import Carry, Tx, get_int
 
 __all__ = ["Frontier", "fingerprint", "lease_name"]
 
-DEFAULT_MAP_BUDGET = 64 << 20
+DEFAULT_MAP_BUDGET = MAP_BUDGET
 ADD_CHUNK = 10_000  # records per add transaction: bounds its dirty (anonymous) pages
 # Records between two looks at the map's resident pages inside a transaction:
 # each record reads a few random pages and the kernel maps ~16 cached

@@ -611,6 +611,10 @@ class Crawl:
             for k, v in res.counts.items():
                 self.progress.add(f"parse/{k}", v)
         self.recrawler.observe_links(links, now)
+        # the batch touched random pages of five maps (recrawl's is the largest):
+        # give them back before admitting, not only inside the frontier's transactions
+        trim = self.frontier.trimmer.maybe_trim
+        trim()
         counts = self.admit(links, now)
         for k, v in counts.items():
             self.progress.add(f"links/{k}", v)
@@ -623,6 +627,7 @@ class Crawl:
         if graph:
             self.graph.record(graph)  # before the ack: a crash re-parses the batch, never loses it
         self.fetched.ack(k for k, _ in claimed)
+        trim()
         return len(claimed)
 
     async def processor(self) -> None:

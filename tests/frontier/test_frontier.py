@@ -605,6 +605,25 @@ def test_map_trim_releases_resident_pages_and_keeps_data(tmp_path: Path) -> None
         assert len(f.next(5000, 60, T0)) == 2000
 
 
+def test_map_trim_lets_go_of_every_lmdb_map_of_the_process(tmp_path: Path) -> None:
+    # The budget is the process's whole file-backed RSS, so a trim that dropped only
+    # the frontier's pages left a parse process (five environments, the recrawl map
+    # the largest) over budget for good, trimming the frontier on every look.
+    from crawl.core import open_env
+    from crawl.core.maptrim import file_backed_bytes
+
+    other = open_env(tmp_path / "other", sync=False)
+    with other.begin(write=True) as txn:
+        for i in range(30_000):
+            txn.put(f"key-{i:08d}".encode(), b"v" * 200)
+    with Frontier(tmp_path / "f", sync=False, map_budget=None) as f, other.begin() as txn:
+        assert sum(len(v) for _, v in txn.cursor()) == 6_000_000  # every page of the other map resident
+        before = file_backed_bytes()
+        assert f.trimmer.trim()
+        assert file_backed_bytes() < before - 4_000_000  # type: ignore[operator]
+        assert txn.get(b"key-00012345") == b"v" * 200  # and nothing lost
+
+
 def test_a_write_by_another_frontier_between_two_calls_is_seen(tmp_path: Path) -> None:
     # A Frontier reuses the host and address states its last transaction
     # committed only if no other transaction committed since (tx.Carry).

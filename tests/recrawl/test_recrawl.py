@@ -162,6 +162,43 @@ def test_a_batch_of_links_with_bad_fields_is_counted_not_fatal(rc: Recrawler) ->
     assert rc.get(u)["home"] and len(rc.get(u)["in"]) == 1
 
 
+def test_a_big_batch_of_links_commits_in_bounded_transactions_and_learns_each_link_once(rc: Recrawler) -> None:
+    # One write transaction per OBSERVE_CHUNK URLs: LMDB keeps a transaction's dirty
+    # pages for reuse while the environment is open, and these keys are hashes, so
+    # one transaction for a whole batch's links left its size in heap (issue 19).
+    from crawl.recrawl.recrawler import OBSERVE_CHUNK
+
+    n = 2 * OBSERVE_CHUNK + 7
+    urls = [f"http://h{i % 50}.test/page/{i}" for i in range(n)]
+    links = [records.make("link", url=u, parent=f"http://h{i % 50}.test/", depth=1) for i, u in enumerate(urls)]
+    before = rc.env.info()["last_txnid"]
+    assert rc.observe_links(links, T0)["links"] == n
+    assert rc.env.info()["last_txnid"] - before == 3  # ceil(n / OBSERVE_CHUNK), not one and not n
+    assert all(len(rc.get(u)["in"]) == 1 for u in urls[:: OBSERVE_CHUNK // 3])
+    # the same batch again (a re-run after a crash between two chunks) counts no parent twice
+    rc.observe_links(links, T0 + 1)
+    assert all(len(rc.get(u)["in"]) == 1 and rc.get(u)["home"] for u in urls[:: OBSERVE_CHUNK // 3])
+
+
+def test_a_batch_of_links_lets_go_of_the_map_pages_it_touched(rc: Recrawler) -> None:
+    # Keys are hashes, so a batch reads pages all over the map and the kernel maps
+    # 64 KB around each: before the trim inside observe_links, one batch of a
+    # link-heavy crawl held the whole 160 MB file resident (issue 19).
+    from crawl.core.maptrim import file_backed_bytes
+
+    rc.observe_links([records.make("link", url=f"http://h{i % 97}.test/a/much/longer/path/{i}",
+                                   parent=f"http://h{i % 97}.test/") for i in range(40_000)], T0)
+    with rc.env.begin() as txn:  # map every page of the file
+        assert sum(len(v) for _, v in txn.cursor(db=rc.pages)) > 5_000_000
+    full = file_backed_bytes()
+    assert full is not None
+    rc.trimmer.budget = full - 2_000_000  # below what is resident now: the next look trims
+    rc.observe_links([records.make("link", url=f"http://new.test/{i}") for i in range(300)], T0)
+    assert rc.trimmer.trims >= 1
+    assert file_backed_bytes() < full - 4_000_000  # type: ignore[operator]
+    assert len(rc.get("http://h5.test/a/much/longer/path/5")["in"]) == 1  # the data is all still there
+
+
 def test_sitemap_lastmod_is_a_hint_ahead_of_the_model_and_changefreq_a_prior(rc: Recrawler) -> None:
     u, v = "http://a.test/news", "http://a.test/old"
     rc.observe([fetch(u, T0), fetch(v, T0)], T0)
