@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from crawl.core import BadRecord, CrawlDir, ExitStatus, Report, UsageError, records
+from crawl.core import BadRecord, CrawlDir, ExitStatus, Report, UsageError, limit_arenas, records
 from crawl.run import CYCLE_MODES, MODES  # light: the loop's modules load in command()
 
 from ._cluster import cluster_run_options, cluster_settings
@@ -182,6 +182,7 @@ def command(ctx: click.Context, crawl_dir: Path, seeds: tuple[str, ...], seeds_f
         setattr(opts, key, value)
     cdir = CrawlDir(crawl_dir)
     cdir.root.mkdir(parents=True, exist_ok=True)
+    limit_arenas()  # before the worker threads: they would each keep an arena of freed memory
     crawl = Crawl(cdir, opts)  # the directory's one run: a second one stops here (exit 2)
     early.attach(crawl)
     display = make_display(kw["progress"], kw["interval"])

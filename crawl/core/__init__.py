@@ -9,7 +9,8 @@ directory and opens its LMDB environments, each data file checked first
 rewrites small files whole; :mod:`.dirlock` gives a crawl directory one
 writer at a time and names it; :mod:`.errors` holds the exceptions that become one ``crawl: error:``
 line and an exit status;
-:mod:`.maptrim` gives back the page cache of memory-mapped files;
+:mod:`.maptrim` gives back the page cache of memory-mapped files and
+:mod:`.heap` caps malloc's arenas;
 :mod:`.durations` is the one grammar of time flags; :mod:`.lifeline`
 makes worker processes die with their parent; :mod:`.names` checks the
 names an operator gives for files inside a crawl directory; and
@@ -44,6 +45,7 @@ from .guard import ENV_ROLES as ENV_ROLES
 from .guard import crawl_dir_of as crawl_dir_of
 from .guard import is_no_space as is_no_space
 from .guard import no_space as no_space
+from .heap import limit_arenas as limit_arenas
 from .identity import AGENT_TOKEN as AGENT_TOKEN
 from .identity import DEFAULT_USER_AGENT as DEFAULT_USER_AGENT
 from .identity import USER_AGENT_ENV as USER_AGENT_ENV

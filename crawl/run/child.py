@@ -27,7 +27,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from crawl.core import ORPHANED, CrawlDir, CrawlError, ExitStatus, hold_lifeline
+from crawl.core import ORPHANED, CrawlDir, CrawlError, ExitStatus, hold_lifeline, limit_arenas
 
 from .crawl import Crawl, RunOptions
 from .spawn import LINKS, MORE, READY, STOP
@@ -52,6 +52,7 @@ def main() -> None:
     except EOFError:
         sys.exit(ORPHANED)  # no order came: the parent stopped before its loop, or is gone
     sys.stdin.close()
+    limit_arenas()
     serve(root, opts, line, news)
 
 
