@@ -8,6 +8,7 @@ stage cannot break the others.
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -120,11 +121,25 @@ def cli(ctx: click.Context, traceback: bool) -> None:
     ctx.obj = {"traceback": traceback}
 
 
+def one_blas_thread(environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
+    """Ask numpy's OpenBLAS for no thread pool, unless the operator chose a size.
+
+    OpenBLAS starts a worker thread per core when numpy is imported, and that
+    thread spins before it sleeps: ~50-90 ms of CPU in each of ``crawl run``'s
+    two processes (issue 19, CPU per page), for nothing: no stage calls a BLAS
+    routine (the seen set, the dedupe index and boilerplate counts are plain
+    array arithmetic). Read by OpenBLAS when it loads, so set before numpy is
+    imported; a parse process inherits it (crawl/run/spawn.py sets it too).
+    """
+    environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
     """Entry point: the one place where errors become messages and exit codes
     (:mod:`._boundary`)."""
     from . import _boundary
 
+    one_blas_thread()
     if _starting(signal.getsignal(signal.SIGINT)):
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the boundary takes it from here
     args = list(sys.argv[1:] if argv is None else argv)

@@ -19,6 +19,7 @@ children costs the parent a fork and an exec.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -39,6 +40,16 @@ BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
         "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM}); "
         "from crawl.run.child import main; main()")
 _HELD = {signal.SIGINT, signal.SIGTERM}
+
+
+def child_env() -> dict[str, str]:
+    """The parse process's environment: this one's, with numpy's OpenBLAS asked for no
+    thread pool unless the operator sized it (its spinning worker thread cost ~50-90 ms
+    of CPU per process start; no stage calls BLAS). The command line sets the same in
+    crawl/commands (one_blas_thread); this covers a run started from Python."""
+    env = dict(os.environ)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    return env
 
 
 class Child:
@@ -85,7 +96,8 @@ class Children:
             for i, (line, (_, w)) in enumerate(zip(self.lines, self.news, strict=True)):
                 fds = (line.reader.fileno(), w.fileno())
                 popen = subprocess.Popen([sys.executable, *subprocess._args_from_interpreter_flags(), "-c", BOOT,
-                                          *map(str, fds)], stdin=subprocess.PIPE, pass_fds=fds, close_fds=True)
+                                          *map(str, fds)], stdin=subprocess.PIPE, pass_fds=fds, close_fds=True,
+                                          env=child_env())
                 self.procs.append(Child(f"crawl-parse-{i}", popen))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
