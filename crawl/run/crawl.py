@@ -275,6 +275,11 @@ class Crawl:
         fresh: list[Record] = []
         fps: list[int] = []
         batch_fps: set[int] = set()
+        # A parse batch links to the same few hundred URLs thousands of times (navigation,
+        # footers): the URL rules of the scope judge each fingerprint once. The depth rule
+        # is per link, and first, so every link is counted as reason_out would count it.
+        scope = self.opts.scope
+        out_fps: set[int] = set()  # judged out of scope by their URL in this call
         for rec in recs:
             if rec.get("kind") not in records.URL_KINDS:
                 continue
@@ -283,11 +288,15 @@ class Crawl:
             except CanonError:
                 counts["rejected"] += 1
                 continue
-            if not judged and self.opts.scope.reason_out(rec["url"], int(rec.get("depth") or 0)):
+            if not judged and (fp in out_fps or scope.too_deep(int(rec.get("depth") or 0))):
                 counts["out_of_scope"] += 1
                 continue
             if fp in batch_fps:
                 counts["seen"] += 1
+                continue
+            if not judged and scope.url_reason_out(rec["url"]):
+                out_fps.add(fp)
+                counts["out_of_scope"] += 1
                 continue
             batch_fps.add(fp)
             fresh.append(rec)

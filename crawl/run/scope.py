@@ -70,8 +70,18 @@ class Scope:
 
     def reason_out(self, url: str, depth: int = 0) -> str | None:
         """None if ``url`` is in scope, else a short reason code."""
-        if self.max_depth is not None and depth > self.max_depth:
+        if self.too_deep(depth):
             return "max-depth"
+        return self.url_reason_out(url)
+
+    def too_deep(self, depth: int) -> bool:
+        """The depth rule of :meth:`reason_out` (checked first there)."""
+        return self.max_depth is not None and depth > self.max_depth
+
+    def url_reason_out(self, url: str) -> str | None:
+        """The rules of :meth:`reason_out` that read only the URL (host or domain,
+        deny, allow): one verdict per URL, so a caller with many links to the same
+        URL (a batch's navigation) can judge it once (crawl/run/crawl.py admit)."""
         if self.mode != "any":
             try:
                 host, domain = self._host_domain(url)

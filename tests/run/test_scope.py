@@ -75,3 +75,52 @@ def test_seeds_added_later_count_for_remembered_hosts() -> None:
     assert sc.reason_out("http://www.b.test/x") == "off-domain"
     sc.add_seeds(["http://b.test/"])
     assert sc.reason_out("http://www.b.test/x") is None
+
+
+def _admit_counts(tmp_path, links: list[dict], scope: Scope) -> tuple[dict[str, int], list[str]]:
+    """Crawl.admit's counts for ``links`` and the URLs it queued."""
+    import time
+
+    from crawl.core import CrawlDir
+    from crawl.run.crawl import Crawl, RunOptions
+
+    run = Crawl(CrawlDir(tmp_path / "d"), RunOptions(scope=scope))
+    try:
+        counts = run.admit(links, time.time())
+        queued = sorted({r["url"] for r in links if run.frontier.state_of(r["url"]) == "queued"})
+    finally:
+        run.close()
+    return counts, queued
+
+
+def _reference_counts(links: list[dict], scope: Scope) -> dict[str, int]:
+    """What admit counted when it asked reason_out of every link, then looked for repeats."""
+    counts = {"in": len(links), "out_of_scope": 0, "seen": 0}
+    batch: set[str] = set()
+    for rec in links:
+        if scope.reason_out(rec["url"], rec["depth"]):
+            counts["out_of_scope"] += 1
+        elif rec["url"] in batch:
+            counts["seen"] += 1
+        else:
+            batch.add(rec["url"])
+    return counts
+
+
+def test_admit_judges_a_urls_scope_once_and_counts_every_link_as_before(tmp_path, monkeypatch) -> None:
+    """A batch's repeated links (navigation) are judged once per URL by the URL rules
+    (host, deny), while the depth rule still applies to each link: the counts are
+    those of reason_out asked for every link."""
+    sc = Scope("host", deny=(r"/private/",), max_depth=2)
+    sc.add_seeds(["http://a.test/"])
+    urls = ["http://a.test/x", "http://b.test/y", "http://a.test/private/z", "http://a.test/w"]
+    links = [{"kind": "link", "url": urls[i % 4], "depth": (i // 4) % 4} for i in range(40)]
+    want = _reference_counts(links, sc)
+    judged: list[str] = []
+    real = Scope.url_reason_out
+    monkeypatch.setattr(Scope, "url_reason_out", lambda self, url: judged.append(url) or real(self, url))
+    counts, queued = _admit_counts(tmp_path, links, sc)
+    assert {k: counts[k] for k in want} == want
+    assert want["out_of_scope"] and want["seen"]  # the case has both kinds of repeats
+    assert queued == ["http://a.test/w", "http://a.test/x"]
+    assert sorted(judged) == sorted(urls)  # one judgement per URL, not per link (40)
