@@ -191,7 +191,7 @@ def learn_link(page: dict[str, Any], rec: Record, signals: tuple[str, bool] | No
     if signals is not None and parent != page["url"]:
         ph, home = signals
         inl = page.setdefault("in", [])
-        if ph not in inl and len(inl) < 64:  # distinct parents, so re-crawls do not inflate it
+        if len(inl) < 64 and ph not in inl:  # distinct parents, so re-crawls do not inflate it (full: no scan)
             inl.append(ph)
             changed = True
         if home and not page.get("home"):
