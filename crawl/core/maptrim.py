@@ -31,12 +31,13 @@ from pathlib import Path
 _MADV_DONTNEED = 4
 # File-backed RSS a process keeps before it lets go of its LMDB pages: the
 # shared libraries are ~23 MB of it (Python, numpy, lxml, OpenSSL), so this
-# leaves ~40 MB of maps. A trim costs minor faults to map pages again, and on
+# leaves ~17 MB of maps. A trim costs minor faults to map pages again, and on
 # random keys each fault maps 64 KB (the kernel's fault-around ignores
-# MADV_RANDOM): 2,000 realistic hosts (issue 19), both processes' peak RSS
-# summed, 3.56 CPU-ms/page and 450 MB untrimmed, 3.6-3.9 and 360 MB at 64 MB,
-# 4.0-4.1 and 320-330 MB at 40 MB.
-MAP_BUDGET = 64 << 20
+# MADV_RANDOM). 2,000 realistic hosts, 30 s (issue 19), both processes' peak
+# RSS summed: 430-450 MB untrimmed; 319-323 MB at 64 MB and 293-301 MB at 40,
+# at 5.53-5.69 and 5.46-5.74 CPU-ms per page (three interleaved rounds, load
+# 2.2-2.7): no cost the machine could tell from noise.
+MAP_BUDGET = 40 << 20
 LMDB_DATA = "/data.mdb"  # how an LMDB environment's mapping shows in /proc/self/maps
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
