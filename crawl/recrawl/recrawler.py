@@ -61,6 +61,7 @@ from .page import (
     learn_link,
     num,
     parent_signals,
+    teaches_nothing,
 )
 
 __all__ = ["RecrawlConfig", "Recrawler", "changed_since", "importance"]
@@ -348,6 +349,8 @@ class Recrawler:
                     continue
                 key, page, new = found
                 counts["links"] += len(recs)
+                if not new and teaches_nothing(page, recs):
+                    continue  # a navigation target, counted and known: nothing to rewrite
                 learned = ""
                 for rec in recs:
                     parent = rec.get("parent")

@@ -550,3 +550,37 @@ def test_learn_link_says_when_a_link_told_nothing_new() -> None:
     assert learn_link(page, {**link, "parent": "http://a.test/q"}) == "changed"
     sitemap = {**link, "source": "sitemap", "lastmod": "2026-01-01T00:00:00Z"}
     assert learn_link(page, sitemap) == "hint"  # lastmod after our last fetch
+
+
+_PARENTS = st.sampled_from(["http://a.test/", "http://a.test/index.html", "http://a.test/x", "http://a.test/y",
+                            "http://a.test/p", None, 7])
+_LINKS = st.lists(st.fixed_dictionaries({
+    "kind": st.just("link"), "url": st.just("http://a.test/p"), "parent": _PARENTS,
+    "depth": st.one_of(st.none(), st.booleans(), st.integers(0, 6)),
+    "source": st.sampled_from(["a", "a", "link", "sitemap", "feed", "redirect"]),
+}), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(full=st.booleans(), home=st.booleans(), depth=st.one_of(st.none(), st.integers(0, 6)), links=_LINKS)
+def test_teaches_nothing_only_when_learn_link_would_learn_nothing(full: bool, home: bool, depth: int | None,
+                                                                 links: list[dict]) -> None:
+    """observe_links skips a page's links when teaches_nothing says so: then learn_link
+    returns "" for each of them and leaves the page as it was."""
+    import copy
+
+    from crawl.recrawl.page import MAX_IN, learn_link, teaches_nothing
+
+    page: dict = {"url": "http://a.test/p", "host": "a.test", "obs": [], "last": 1000.0,
+                  "in": [f"{i:010x}" for i in range(MAX_IN if full else 3)]}
+    if home:
+        page["home"] = True
+    if depth is not None:
+        page["depth"] = depth
+    before = copy.deepcopy(page)
+    skip = teaches_nothing(page, links)
+    learned = [learn_link(page, rec) for rec in links]
+    if skip:
+        assert learned == [""] * len(links) and page == before
+    if full and home and not any(learned) and page == before:
+        assert skip  # and it does skip every such page (nothing but a full list or no home page refuses)
