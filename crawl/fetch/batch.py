@@ -101,8 +101,10 @@ def remember(history: History, items: list[Fetched]) -> None:
     Advice for the next fetch of each URL (a conditional request) and for the
     freshness model, not part of any result's durability: ``fetch_all`` does
     it after the group's results are released, off the path from one
-    response to the next request to its host (issue 19). A crash in between
-    loses one fetch's validators; the next fetch of that URL is unconditional.
+    response to the next request to its host (issue 19), and written with
+    later groups' (History.update_later: at most 64 URLs or 2 s held, then
+    one commit, and at close). A crash loses those fetches' validators; the
+    next fetch of such a URL is unconditional.
     """
     updates = []
     for it in items:
@@ -111,7 +113,7 @@ def remember(history: History, items: list[Fetched]) -> None:
                 it.history["warc"] = it.record["warc"]
             updates.append((it.record["url"], it.history))
     if updates:
-        history.update(updates)
+        history.update_later(updates)  # written with a later group's, or when the fetcher closes
 
 
 async def fetch_batch(fetcher: Fetcher, writer: WarcWriter, leases: list[Record]) -> list[Record]:
@@ -281,6 +283,7 @@ async def open_fetcher(
         with trio.CancelScope(shield=True):
             await transport.aclose()
         writer.close()
+        fetcher.history.flush()  # the validators of the last groups (remember)
 
 
 def run_fetch(source: Source, sink: Sink, report: Report, crawl_dir: CrawlDir, cfg: FetchConfig,

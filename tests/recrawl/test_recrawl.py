@@ -584,3 +584,32 @@ def test_teaches_nothing_only_when_learn_link_would_learn_nothing(full: bool, ho
         assert learned == [""] * len(links) and page == before
     if full and home and not any(learned) and page == before:
         assert skip  # and it does skip every such page (nothing but a full list or no home page refuses)
+
+
+def test_fetch_history_is_written_later_in_bounded_commits(tmp_path: Path) -> None:
+    """The fetch stage's validators (History.update_later) are merged in memory, seen
+    by get at once, and written in one commit per FLUSH_URLS URLs or FLUSH_SECONDS,
+    not one per stored group; update writes what waits first."""
+    from crawl.core import close_env, open_env
+    from crawl.recrawl.history import FLUSH_SECONDS, FLUSH_URLS, History
+
+    env = open_env(tmp_path / "fetchstate")
+    try:
+        h, disk = History(env), History(env)  # disk: a reader with nothing pending
+        n = 10 * FLUSH_URLS
+        for i in range(n):  # one group of one page each, as a single host gives
+            h.update_later([(f"http://a.test/{i}", {"etag": f"e{i}"})], now=100.0)
+        assert h.commits == n // FLUSH_URLS  # 10, where update gave 640
+        h.update_later([("http://a.test/0", {"status": 304})], now=100.0)
+        assert h.get("http://a.test/0") == {"url": "http://a.test/0", "etag": "e0", "status": 304}
+        assert disk.get("http://a.test/0") == {"url": "http://a.test/0", "etag": "e0"}  # not written yet
+        h.update_later([("http://a.test/1", {"etag": None})], now=100.0 + FLUSH_SECONDS)  # the time bound
+        assert disk.get("http://a.test/0")["status"] == 304 and disk.get("http://a.test/1") == {"url": "http://a.test/1"}
+        h.update_later([("http://a.test/2", {"etag": "x"})], now=200.0)
+        h.update([("http://a.test/2", {"status": 200})])
+        assert disk.get("http://a.test/2") == {"url": "http://a.test/2", "etag": "x", "status": 200}
+        h.update_later([("http://a.test/3", {"etag": "y"})], now=300.0)
+        h.flush()  # as open_fetcher does at close
+        assert disk.get("http://a.test/3") == {"url": "http://a.test/3", "etag": "y"}
+    finally:
+        close_env(env)
