@@ -180,22 +180,37 @@ def test_a_big_batch_of_links_commits_in_bounded_transactions_and_learns_each_li
     assert all(len(rc.get(u)["in"]) == 1 and rc.get(u)["home"] for u in urls[:: OBSERVE_CHUNK // 3])
 
 
+def _resident(data_file: Path) -> int:
+    """Bytes of ``data_file``'s mappings resident in this process (/proc/self/smaps)."""
+    total, ours = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split(None, 5)
+        if len(head) >= 5 and "-" in head[0] and ":" in head[3]:  # a mapping's first line
+            ours = len(head) == 6 and head[5] == str(data_file)
+        elif ours and line.startswith("Rss:"):
+            total += int(line.split()[1]) * 1024
+    return total
+
+
 def test_a_batch_of_links_lets_go_of_the_map_pages_it_touched(rc: Recrawler) -> None:
     # Keys are hashes, so a batch reads pages all over the map and the kernel maps
     # 64 KB around each: before the trim inside observe_links, one batch of a
     # link-heavy crawl held the whole 160 MB file resident (issue 19).
     from crawl.core.maptrim import file_backed_bytes
+    from crawl.recrawl.recrawler import TRIM_EVERY
 
+    data = (Path(rc.env.path()) / "data.mdb").resolve()
     rc.observe_links([records.make("link", url=f"http://h{i % 97}.test/a/much/longer/path/{i}",
                                    parent=f"http://h{i % 97}.test/") for i in range(40_000)], T0)
     with rc.env.begin() as txn:  # map every page of the file
         assert sum(len(v) for _, v in txn.cursor(db=rc.pages)) > 5_000_000
-    full = file_backed_bytes()
-    assert full is not None
-    rc.trimmer.budget = full - 2_000_000  # below what is resident now: the next look trims
-    rc.observe_links([records.make("link", url=f"http://new.test/{i}") for i in range(300)], T0)
+    before = _resident(data)
+    assert before > 5_000_000
+    rc.trimmer.budget = file_backed_bytes() - 1  # type: ignore[operator]  # over it: the next look trims
+    rc.trimmer.calls = 0  # that look comes with the batch's last URL (every TRIM_EVERY)
+    rc.observe_links([records.make("link", url=f"http://new.test/{i}") for i in range(TRIM_EVERY)], T0)
     assert rc.trimmer.trims >= 1
-    assert file_backed_bytes() < full - 4_000_000  # type: ignore[operator]
+    assert _resident(data) < 1_000_000  # one lookup and a commit since the trim
     assert len(rc.get("http://h5.test/a/much/longer/path/5")["in"]) == 1  # the data is all still there
 
 
