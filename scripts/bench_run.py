@@ -94,6 +94,9 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
 class TreeMemory(threading.Thread):
     """Peak RSS of a process and all its descendants: the sum of each one's VmHWM."""
 
@@ -104,6 +107,7 @@ class TreeMemory(threading.Thread):
         # (pid, start time) -> (RSS, anonymous, file-backed KiB) at its largest sampled RSS:
         # what the peak was made of (heap, or LMDB maps and libraries)
         self.split: dict[tuple[int, str], tuple[int, int, int]] = {}
+        self.cpu: dict[tuple[int, str], float] = {}  # (pid, start time) -> user+system s at its last sample
         self.done = threading.Event()
 
     def _tree(self) -> list[int]:
@@ -125,7 +129,9 @@ class TreeMemory(threading.Thread):
     def sample(self) -> None:
         for pid in self._tree():
             try:
-                start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                start = stat[19]
+                self.cpu[(pid, start)] = (int(stat[11]) + int(stat[12])) / TICK
                 status = {k: v.split()[0] for k, _, v in (line.partition(":") for line in
                           Path(f"/proc/{pid}/status").read_text().splitlines()) if k.startswith(("Vm", "Rss"))}
                 key = (pid, start)
@@ -200,10 +206,12 @@ def run_crawler(cmd: list[str], limit: float, env: dict[str, str] | None = None)
             stopped = "killed (SIGTERM was not enough within 30 s)"
     rss, nprocs, largest = mem.stop()
     split = [mem.split[k] for k in sorted(mem.split) if mem.peaks.get(k)]
+    cpus = [mem.cpu[k] for k in sorted(mem.cpu) if mem.peaks.get(k)]  # the crawler first, then its children
     if stopped:
         print(f"  ({Path(cmd[1] if 'python' in cmd[0] else cmd[0]).name}: {stopped} after {limit:.0f} s)")
     return {"t0": t0, "wall": (time.monotonic_ns() - t0) / 1e9, "cpu": children_cpu() - cpu0, "rc": proc.returncode,
-            "stdout": out, "stderr": err, "rss": rss, "procs": nprocs, "largest": largest, "split": split}
+            "stdout": out, "stderr": err, "rss": rss, "procs": nprocs, "largest": largest, "split": split,
+            "cpus": cpus}
 
 
 def served(web: Web, r: dict[str, Any]) -> None:
@@ -313,6 +321,10 @@ def show(name: str, r: dict[str, Any], one: bool) -> None:
             f"{r['ms']:6.2f} CPU-ms/page, peak RSS {r['rss']:6.1f} MB over {r['procs']} process(es) "
             f"(largest {r['largest']:.1f} MB); server {1000 * r['server_cpu'] / max(1, r['pages']):.2f} CPU-ms/page")
     print(line)
+    if len(r.get("cpus", [])) > 1:  # where the CPU went: the fetch process and each parse process
+        each = ", ".join(f"{1000 * c / max(1, r['pages']):.2f}" for c in r["cpus"])
+        print(f"          CPU-ms per page by process (the command first, then its children; sampled "
+              f"every 50 ms, so the last few ms are missing): {each}")
     if one and r["gaps"]:
         g = r["gaps"]
         print(f"          gap end of response -> next request to the host: p5 {pct(g, 0.05):.2f} ms, "
