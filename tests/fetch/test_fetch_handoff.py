@@ -58,3 +58,46 @@ def test_handed_leases_are_fetched_in_turn_and_every_result_released(tmp_path: P
         reqs = sorted((r for r in web.requests() if r["host"] == host), key=lambda r: r["start"])
         assert [r["path"] for r in reqs] == ["/" + u.split("/", 3)[3] for u in urls]  # in turn, one at a time
         assert all(b["start"] >= a["end"] for a, b in zip(reqs, reqs[1:], strict=False))
+
+
+def test_a_group_is_archived_and_released_in_one_worker_thread_call(tmp_path: Path, monkeypatch: Any) -> None:
+    # Issue 19: a group's store and its release were two worker-thread calls, and each
+    # busy worker thread is one more taking the GIL from the others at every blocking
+    # call. One call now does both, in order: a result reaches the sink only once its
+    # page is in the WARC store (DESIGN invariant 1), read back here as the sink sees it.
+    from crawl.store import read_response
+
+    calls: list[str] = []
+    real = trio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kw: Any) -> Any:
+        calls.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kw)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    with start_testweb(tmp_path / "w", hosts=1, seed=2, pages=8, mix="plain") as web:
+        urls = sorted({p["url"] for p in web.pages_of(web.host(0)) if p["status"] == 200})[:5]
+        cdir = CrawlDir(tmp_path / "c")
+        writes: list[int] = []
+        bodies: list[bytes] = []
+
+        class Source:
+            def batches(self, size: int) -> Iterator[Batch]:
+                for u in urls:  # one at a time: a group each
+                    yield Batch([{"kind": "url", "v": 1, "url": u}])
+
+        class Sink:
+            def write(self, recs: list[dict[str, Any]]) -> None:
+                writes.append(len(recs))
+                bodies.extend(read_response(cdir.warc, r["warc"]).body for r in recs)
+
+        async def main() -> None:
+            async with open_fetcher(cdir, FetchConfig(limits=FAST, robots=False, concurrency=1),
+                                    overrides=parse_hosts(web.hosts_file.read_text()), fallback=False,
+                                    policy=AddressPolicy(allow_private=True)) as (fetcher, writer):
+                await fetch_all(Source(), Sink(), fetcher, writer, Report("fetch"), batch=1, group=64)
+
+        trio.run(main)
+    assert sum(writes) == 5 and all(bodies)
+    assert calls.count("store_and_release") == len(writes)  # one call a group ...
+    assert "release" not in calls and "store_group" not in calls  # ... not two
