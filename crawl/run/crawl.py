@@ -457,8 +457,9 @@ class Crawl:
             self._pause(min(wait, max(self.deadline - now, 0.0)))
 
     def handoff(self, rec: Record) -> Record | None:
-        """At the end of an answer, before its result is durable (a worker thread
-        of fetch_all): free its host, and lease the host's next URL now if the
+        """At the end of an answer, before its result is durable (on trio's thread,
+        from fetch_all; the lease loop's thread may lease at the same time, hence the
+        lock): free its host, and lease the host's next URL now if the
         run would lease it at all, so the next request to the host waits one
         commit, not the WARC, spool, log and completion commits before it
         (crawl/frontier/handoff.py). Not in a shared crawl: a host handed to

@@ -6,6 +6,7 @@ server's log, never timing."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,14 @@ def test_handed_leases_are_fetched_in_turn_and_every_result_released(tmp_path: P
         acked: list[int] = []
         handed: list[str] = []
         released: list[dict[str, Any]] = []
+        threads: set[int] = set()
 
         class Source:
             def batches(self, size: int) -> Iterator[Batch]:
                 yield Batch([{"kind": "url", "v": 1, "url": urls[0]}], ack=lambda: acked.append(len(released)))
 
             def handoff(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+                threads.add(threading.get_ident())
                 i = urls.index(rec["url"]) + 1
                 if i == len(urls):
                     return None
@@ -52,6 +55,9 @@ def test_handed_leases_are_fetched_in_turn_and_every_result_released(tmp_path: P
 
         trio.run(main)
         assert handed == urls[1:]
+        # on trio's own thread (here the main one): no worker-thread call on the path
+        # from an answer to the next request to its host (issue 19)
+        assert threads == {threading.get_ident()}
         assert sorted(r["url"] for r in released) == sorted(urls)
         assert all(r["outcome"] == "ok" and r["warc"]["length"] > 0 for r in released)
         assert len(acked) == 1 and acked[0] >= 1  # the seed batch: after its own result was released
