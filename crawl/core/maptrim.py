@@ -66,17 +66,15 @@ def file_backed_bytes() -> int | None:
 
 
 class MapTrimmer:
-    """Trim the resident pages of one LMDB data file when they exceed ``budget`` bytes.
+    """Trim the resident pages of this process's LMDB maps when its file-backed
+    RSS exceeds ``budget`` bytes (every map, see the module's doc).
 
     Args:
-        data_file: an environment's ``data.mdb``, kept for messages and tests;
-            a trim drops every LMDB data file's pages (see the module's doc).
         budget: file-backed bytes this process may keep resident; None disables.
         every: check the budget once per this many :meth:`maybe_trim` calls.
     """
 
-    def __init__(self, data_file: Path | None, budget: int | None, every: int = 1) -> None:
-        self.data_file = str(data_file.resolve()) if data_file is not None else None
+    def __init__(self, budget: int | None, every: int = 1) -> None:
         self.budget = budget
         self.every = max(every, 1)
         self.calls = 0

@@ -58,7 +58,6 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from crawl.core import MAP_BUDGET, MapTrimmer, Record, StateError, close_env, open_env
@@ -107,7 +106,7 @@ class Frontier:
         self.env.reader_check()
         self.db = {name: self.env.open_db(name.encode()) for name in _DBS}
         self._check_layout()
-        self.trimmer = MapTrimmer(Path(path) / "data.mdb", map_budget)
+        self.trimmer = MapTrimmer(map_budget)
         # host name -> host id of committed hosts: ids are never reused or
         # changed, so the cache stays true whatever other processes do.
         self.hid_cache: dict[str, int] = {}

@@ -89,7 +89,7 @@ class Recrawler:
         # discovered URL, and the kernel maps ~16 neighbours of each: one batch
         # of link-heavy pages mapped the whole file (160 MB resident on 2,000
         # realistic hosts). Looked at every TRIM_EVERY URLs while a batch runs.
-        self.trimmer = MapTrimmer(None, MAP_BUDGET, every=TRIM_EVERY)
+        self.trimmer = MapTrimmer(MAP_BUDGET, every=TRIM_EVERY)
 
     def saved_config(self) -> RecrawlConfig:
         """The settings last given with :meth:`configure` (defaults otherwise)."""
