@@ -62,15 +62,28 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_testweb import ensure_tool  # noqa: E402 - after the path it needs
 
 OUT = ROOT / "bench-out" / "run"
-HOSTS = int(os.environ.get("BENCH_HOSTS", "2000"))
-SECONDS = float(os.environ.get("BENCH_SECONDS", "30"))
+
+
+def knob(name: str, default: str, kind: Any) -> Any:
+    """An environment knob, or one line saying which value is wrong (not a traceback)."""
+    raw = os.environ.get(name, default)
+    try:
+        return kind(raw)
+    except ValueError:
+        what = getattr(kind, "__name__", "")
+        what = f"an {what}" if what == "int" else f"a {what}" if what == "float" else "a list of integers"
+        raise SystemExit(f"bench_run: {name}={raw!r} is not {what} (default {default})") from None
+
+
+HOSTS = knob("BENCH_HOSTS", "2000", int)
+SECONDS = knob("BENCH_SECONDS", "30", float)
 DELAY = os.environ.get("BENCH_DELAY", "1.0")
 # Loopback addresses the hosts share. The frontier allows 4 requests in flight
 # per address, so 16 addresses would cap the whole crawl at 64 in flight;
 # 500 (4 hosts per address) is closer to shared hosting on the real web.
 ADDRESSES = os.environ.get("BENCH_ADDRESSES", "500")
-ONE_PAGES = [int(n) for n in os.environ.get("BENCH_ONE_PAGES", "200,1000").split(",")]
-ONE_SECONDS = float(os.environ.get("BENCH_ONE_SECONDS", "60"))
+ONE_PAGES = knob("BENCH_ONE_PAGES", "200,1000", lambda v: [int(n) for n in v.split(",")])
+ONE_SECONDS = knob("BENCH_ONE_SECONDS", "60", float)
 TIERS = {"both": ["synthetic", "realistic"]}.get(os.environ.get("BENCH_TIER", "both"),
                                                   [os.environ.get("BENCH_TIER", "both")])
 MODES = os.environ.get("BENCH_MODE", "many,one").split(",")
