@@ -182,17 +182,26 @@ def teaches_nothing(page: dict[str, Any], recs: list[Record]) -> bool:
     or feed entry, and none is shallower than the page. A batch's navigation
     links are ~45% of its links (a 1,000-page realistic host: 42,639 of
     96,010) and go to such pages; :meth:`Recrawler.observe_links` skips them."""
+    return saturated(page) and not news_for(page.get("depth"), recs)
+
+
+def saturated(page: dict[str, Any]) -> bool:
+    """No ordinary link can add to this page's in-links or home flag any more.
+    Both only grow, so a page saturated once stays so (Recrawler's memo)."""
     inl = page.get("in")
-    if inl is None or len(inl) < MAX_IN or not page.get("home"):
-        return False
-    old = page.get("depth")
+    return inl is not None and len(inl) >= MAX_IN and bool(page.get("home"))
+
+
+def news_for(depth: int | None, recs: list[Record]) -> bool:
+    """Whether any of ``recs`` could teach a saturated page of this ``depth``:
+    a sitemap or feed entry, or a shallower link."""
     for rec in recs:
         if rec.get("source") in SITEMAP:
-            return False
+            return True
         d = rec.get("depth")
-        if isinstance(d, int) and not isinstance(d, bool) and (old is None or d < old):
-            return False
-    return True
+        if isinstance(d, int) and not isinstance(d, bool) and (depth is None or d < depth):
+            return True
+    return False
 
 
 def learn_link(page: dict[str, Any], rec: Record, signals: tuple[str, bool] | None = None) -> str:

@@ -59,15 +59,18 @@ from .page import (
     importance,
     learn_fetch,
     learn_link,
+    news_for,
     num,
     parent_signals,
-    teaches_nothing,
+    saturated,
 )
 
 __all__ = ["RecrawlConfig", "Recrawler", "changed_since", "importance"]
 
 OBSERVE_CHUNK = 2048  # URLs per write transaction of observe_links: bounds its dirty pages (~8 MB)
 TRIM_EVERY = 128  # URLs of a batch between two looks at this process's resident map pages
+# Saturated pages remembered (URL -> depth; see Recrawler._saturated), then forgotten all at once.
+SATURATED_MEMO = 32768
 
 
 class Recrawler:
@@ -90,6 +93,13 @@ class Recrawler:
         # of link-heavy pages mapped the whole file (160 MB resident on 2,000
         # realistic hosts). Looked at every TRIM_EVERY URLs while a batch runs.
         self.trimmer = MapTrimmer(MAP_BUDGET, every=TRIM_EVERY)
+        # Navigation targets: ~45% of a batch's links go to pages whose in-link list is
+        # full and that a home page links to already (page.saturated). Both only grow, so
+        # such a page needs reading again only for a link that is shallower than its
+        # depth when it was read, or a sitemap entry (page.news_for): reading and
+        # decoding it for each batch was ~a third of observe_links (issue 19). A page's
+        # depth only falls, so a remembered one is never too low to read for.
+        self._saturated: dict[str, int | None] = {}
 
     def saved_config(self) -> RecrawlConfig:
         """The settings last given with :meth:`configure` (defaults otherwise)."""
@@ -339,9 +349,14 @@ class Recrawler:
         left ~80 MB of heap behind. Learning a link is idempotent (distinct
         parents), so a batch re-run after a crash between chunks counts nothing
         twice."""
+        memo = self._saturated
+        now_saturated: dict[str, int | None] = {}  # remembered once this chunk has committed
         with self.env.begin(write=True) as txn:
             trim = self.trimmer.maybe_trim
             for url, recs in items:
+                if url in memo and not news_for(memo[url], recs):
+                    counts["links"] += len(recs)
+                    continue  # a navigation target, counted and known: not read again
                 trim()
                 found = self._page_of(txn, url, recs[0].get("host"))
                 if found is None:
@@ -349,8 +364,9 @@ class Recrawler:
                     continue
                 key, page, new = found
                 counts["links"] += len(recs)
-                if not new and teaches_nothing(page, recs):
-                    continue  # a navigation target, counted and known: nothing to rewrite
+                if not new and saturated(page) and not news_for(page.get("depth"), recs):
+                    now_saturated[url] = page.get("depth")
+                    continue  # nothing to rewrite
                 learned = ""
                 for rec in recs:
                     parent = rec.get("parent")
@@ -362,6 +378,8 @@ class Recrawler:
                     got = learn_link(page, rec, sig)
                     if got == "hint" or not learned:
                         learned = got or learned
+                if saturated(page):
+                    now_saturated[url] = page.get("depth")  # as it is written (or stays)
                 if not learned and not new:
                     continue  # nothing new: the stored page stays as it is
                 if learned == "hint":
@@ -372,6 +390,9 @@ class Recrawler:
                 if page.get("rate") is not None:
                     self._refit(txn, page)
                 txn.put(key, orjson.dumps(page), db=self.pages)
+        if len(memo) + len(now_saturated) > SATURATED_MEMO:
+            memo.clear()
+        memo.update(now_saturated)
 
     def ping(self, urls: Iterable[str], now: float) -> int:
         """Enqueue URLs ahead of the model (a publisher said they changed)."""

@@ -601,6 +601,52 @@ def test_teaches_nothing_only_when_learn_link_would_learn_nothing(full: bool, ho
         assert skip  # and it does skip every such page (nothing but a full list or no home page refuses)
 
 
+def test_a_saturated_page_is_not_read_again_and_still_learns_what_it_could(tmp_path: Path) -> None:
+    """Issue 19: a navigation target (in-link list full, linked from a home page) was read
+    and decoded once per batch for nothing. Remembered, it is read again only for a
+    shallower link or a sitemap entry, and the pages stored end up exactly as without
+    the memo (a second crawl directory, its memo emptied before every batch)."""
+    from crawl.recrawl.page import MAX_IN
+
+    target = "http://a.test/nav"
+
+    def link(parent: str, depth: int, **extra: object) -> dict:
+        return {"kind": "link", "v": 1, "url": target, "host": "a.test", "parent": parent,
+                "depth": depth, "source": "a", **extra}
+
+    filling = [link("http://a.test/", 2)] + [link(f"http://a.test/p{i}", 3) for i in range(MAX_IN + 5)]
+    batches = [
+        filling,  # saturates it (at depth 2)
+        [link(f"http://a.test/q{i}", 3) for i in range(20)] + [link("http://a.test/r", 2)],  # nothing new
+        [link("http://a.test/s", 1)],  # shallower: read and lowered
+        [link("http://a.test/t", 1), link("http://a.test/u", 2)],  # nothing new at depth 1
+        [link("http://a.test/sm.xml", 4, source="sitemap", lastmod="2030-01-01T00:00:00Z", changefreq="daily")],
+    ]
+    with Recrawler(CrawlDir(tmp_path / "memo"), RecrawlConfig(), sync=False) as r, \
+            Recrawler(CrawlDir(tmp_path / "none"), RecrawlConfig(), sync=False) as plain:
+        reads: list[str] = []
+        real = r._get
+
+        def spy(txn, key, url):  # noqa: ANN001, ANN202 - counts the reads of the memo'd one
+            reads.append(url)
+            return real(txn, key, url)
+
+        r._get = spy  # type: ignore[method-assign]
+        got = []
+        for i, b in enumerate(batches):
+            reads.clear()
+            got.append(r.observe_links(b, 1000.0 + i))
+            plain._saturated.clear()
+            assert plain.observe_links(b, 1000.0 + i) == got[-1]  # the same counts
+            got[-1] = (got[-1], len(reads))
+        assert [n for _, n in got] == [1, 0, 1, 0, 1]  # read when new, shallower, a sitemap entry
+        assert [c["links"] for c, _ in got] == [len(b) for b in batches]
+        page = r.get(target)
+        assert page == plain.get(target)
+        assert page["depth"] == 1 and len(page["in"]) == MAX_IN and page["home"]
+        assert page.get("cf") == "daily"  # the sitemap entry was learned
+
+
 def test_fetch_history_is_written_later_in_bounded_commits(tmp_path: Path) -> None:
     """The fetch stage's validators (History.update_later) are merged in memory, seen
     by get at once, and written in one commit per FLUSH_URLS URLs or FLUSH_SECONDS,
