@@ -211,34 +211,42 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
     async def store_task() -> None:
         async for first in store_recv:
             items = [first]
-            deadline = trio.current_time() + window
-            while len(items) < group:
-                try:
-                    items.append(store_recv.receive_nowait())
-                    continue
-                except trio.WouldBlock:
-                    pass
-                except trio.EndOfChannel:
-                    break
-                # Gather what arrives within the window: one host at delay 0 sends a result
-                # every ~2 ms and a group of one cost a WARC fsync and two LMDB commits each.
-                with trio.move_on_at(deadline):
-                    try:
-                        items.append(await store_recv.receive())
-                        continue
-                    except trio.EndOfChannel:
-                        break
-                break  # the window is over
-            whole = settled(items)
-            # One worker-thread call a group: archived and fsynced, then released. A
-            # separate release call let a group's release overlap the next group's
-            # store, but each busy worker thread is one more taking the GIL from the
-            # others at every blocking call (issue 19: ~290 futex calls a page on one
-            # host); merged, one host's CPU per page fell ~13 % and pages/s rose.
-            await trio.to_thread.run_sync(store_and_release, items, whole)
+            try:
+                await gather(items)
+            finally:
+                # Stored even when the run is cancelled meanwhile (the grace after a
+                # signal is over, a second Ctrl-C): these pages were fetched already.
+                whole = settled(items)
+                with trio.CancelScope(shield=True):
+                    # One worker-thread call a group: archived and fsynced, then released.
+                    # A separate release call let a group's release overlap the next
+                    # group's store, but each busy worker thread is one more taking the GIL
+                    # from the others at every blocking call (issue 19: ~290 futex calls a
+                    # page on one host); merged, one host's CPU per page fell ~13 %.
+                    await trio.to_thread.run_sync(store_and_release, items, whole)
             for it in items:
                 report.add("out")
                 report.add(f"outcome/{it.record['outcome']}")
+
+    async def gather(items: list[Fetched]) -> None:
+        """Add to a group what is waiting, then what arrives within the window (one
+        host at delay 0 sends a result every ~2 ms; see STORE_WINDOW)."""
+        deadline = trio.current_time() + window
+        while len(items) < group:
+            try:
+                items.append(store_recv.receive_nowait())
+                continue
+            except trio.WouldBlock:
+                pass
+            except trio.EndOfChannel:
+                return
+            with trio.move_on_at(deadline):
+                try:
+                    items.append(await store_recv.receive())
+                    continue
+                except trio.EndOfChannel:
+                    return
+            return  # the window is over
 
     def settled(items: list[Fetched]) -> list[Batch]:
         """The input batches these results complete (acknowledged once they are written)."""

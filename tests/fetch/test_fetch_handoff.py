@@ -175,3 +175,52 @@ def test_a_window_never_holds_a_group_past_its_size(tmp_path: Path) -> None:
 
         trio.run(main)
         assert writes == [2, 2, 1]
+
+
+def test_a_group_gathered_when_the_run_is_cancelled_is_still_stored(tmp_path: Path) -> None:
+    # The window holds fetched results for a few milliseconds; a cancellation then (the
+    # grace after a signal is over, a second Ctrl-C) must not drop them: they are stored
+    # and released, and only then does the cancellation go on.
+    import trio.testing
+
+    with start_testweb(tmp_path / "w", hosts=1, seed=2, pages=8, mix="plain") as web:
+        urls = sorted({p["url"] for p in web.pages_of(web.host(0)) if p["status"] == 200})[:4]
+        writes: list[int] = []
+        more = threading.Event()  # the source's next batch never comes: the run stays open
+        last = trio.Event()
+
+        class Source:
+            def batches(self, size: int) -> Iterator[Batch]:
+                yield Batch([{"kind": "url", "v": 1, "url": urls[0]}])
+                more.wait(60)
+
+            def handoff(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+                i = urls.index(rec["url"]) + 1
+                if i < len(urls):
+                    return {"kind": "url", "v": 1, "url": urls[i]}
+                last.set()
+                return None
+
+        class Sink:
+            def write(self, recs: list[dict[str, Any]]) -> None:
+                writes.append(len(recs))
+
+        async def main() -> None:
+            async with open_fetcher(CrawlDir(tmp_path / "c"), FetchConfig(limits=FAST, robots=False),
+                                    overrides=parse_hosts(web.hosts_file.read_text()), fallback=False,
+                                    policy=AddressPolicy(allow_private=True)) as (fetcher, writer):
+                with trio.CancelScope() as scope:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(lambda: fetch_all(Source(), Sink(), fetcher, writer, Report("fetch"),
+                                                             batch=1, group=64, window=600.0))
+                        await last.wait()
+                        await trio.testing.wait_all_tasks_blocked()  # the writer holds all four
+                        assert writes == []
+                        scope.cancel()
+                assert scope.cancelled_caught
+
+        try:
+            trio.run(main)
+        finally:
+            more.set()
+        assert writes == [4]
