@@ -71,8 +71,12 @@ __all__ = [
 # done, its page handed to parsing) let it store two or three at a time (issue
 # 19: one realistic host of 2,300 pages, 3 interleaved rounds: 6.97-6.99 ->
 # 6.21-6.77 CPU-s at 3 ms, 6.26-6.43 at 10 ms; context switches 47k -> 26-32k).
-# The next request to a host never waits on it: the hand-off leases it at the
-# answer's end, and a lease waiting on a release waits at most this long more.
+# The writer waits only while a worker is on a lease (fetching, or on a URL the
+# hand-off gave it at an answer's end), so a result comes to join the group; with
+# none under way (`crawl fetch`, a shared crawl's node, an answer the hand-off does
+# not release) the next lease waits on this release, and the group is stored at
+# once. A lease that waits on a release while other hosts are being fetched waits
+# at most this long more: under 1 % of a 0.5 s delay, the shortest without a hand-off.
 STORE_WINDOW = 0.005
 
 
@@ -163,6 +167,8 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
     store_send, store_recv = trio.open_memory_channel[Fetched](fetcher.cfg.concurrency)
     pending: dict[int, list[Any]] = {}  # batch id -> [results outstanding, batch, all read]
     bids = itertools.count()
+    busy = [0]  # workers on a lease (and the leases handed to them): while none is, nothing can join a group
+    waiting: list[trio.CancelScope | None] = [None]  # the writer's window, ended when the last worker idles
 
     async def reader() -> None:
         it: Iterator[Batch] = source.batches(batch)
@@ -202,11 +208,17 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
     async def worker(recv: Any, send: Any) -> None:
         async with send:
             async for bid, lease in recv:
-                while lease is not None:
-                    f = await fetcher.fetch(lease)
-                    f.token = bid
-                    await send.send(f)
-                    bid, lease = await handed(f)
+                busy[0] += 1
+                try:
+                    while lease is not None:
+                        f = await fetcher.fetch(lease)
+                        f.token = bid
+                        await send.send(f)
+                        bid, lease = await handed(f)
+                finally:
+                    busy[0] -= 1
+                    if not busy[0] and waiting[0] is not None:
+                        waiting[0].cancel()
 
     async def store_task() -> None:
         async for first in store_recv:
@@ -224,13 +236,15 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
                     # from the others at every blocking call (issue 19: ~290 futex calls a
                     # page on one host); merged, one host's CPU per page fell ~13 %.
                     await trio.to_thread.run_sync(store_and_release, items, whole)
-            for it in items:
-                report.add("out")
-                report.add(f"outcome/{it.record['outcome']}")
+                for it in items:
+                    report.add("out")
+                    report.add(f"outcome/{it.record['outcome']}")
 
     async def gather(items: list[Fetched]) -> None:
-        """Add to a group what is waiting, then what arrives within the window (one
-        host at delay 0 sends a result every ~2 ms; see STORE_WINDOW)."""
+        """Add to a group what is waiting, then what arrives within the window while
+        a worker is on a lease (see STORE_WINDOW); no wait when none is, since then
+        nothing can arrive until a release (``crawl fetch``, a shared crawl's node,
+        an answer the hand-off does not release) leases more."""
         deadline = trio.current_time() + window
         while len(items) < group:
             try:
@@ -240,13 +254,16 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
                 pass
             except trio.EndOfChannel:
                 return
-            with trio.move_on_at(deadline):
+            if not busy[0] or trio.current_time() >= deadline:
+                return
+            with trio.move_on_at(deadline) as scope:  # ended early when the last worker idles
+                waiting[0] = scope
                 try:
                     items.append(await store_recv.receive())
-                    continue
                 except trio.EndOfChannel:
                     return
-            return  # the window is over
+                finally:
+                    waiting[0] = None
 
     def settled(items: list[Fetched]) -> list[Batch]:
         """The input batches these results complete (acknowledged once they are written)."""

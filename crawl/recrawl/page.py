@@ -181,7 +181,9 @@ def teaches_nothing(page: dict[str, Any], recs: list[Record]) -> bool:
     links to it already (so no parent can add to either), no link is a sitemap
     or feed entry, and none is shallower than the page. A batch's navigation
     links are ~45% of its links (a 1,000-page realistic host: 42,639 of
-    96,010) and go to such pages; :meth:`Recrawler.observe_links` skips them."""
+    96,010) and go to such pages. :meth:`Recrawler.observe_links` uses its two
+    halves, :func:`saturated` and :func:`news_for` (it remembers saturated
+    pages); tests check this whole against :func:`learn_link`."""
     return saturated(page) and not news_for(page.get("depth"), recs)
 
 

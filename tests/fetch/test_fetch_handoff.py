@@ -178,32 +178,40 @@ def test_a_window_never_holds_a_group_past_its_size(tmp_path: Path) -> None:
 
 
 def test_a_group_gathered_when_the_run_is_cancelled_is_still_stored(tmp_path: Path) -> None:
-    # The window holds fetched results for a few milliseconds; a cancellation then (the
-    # grace after a signal is over, a second Ctrl-C) must not drop them: they are stored
-    # and released, and only then does the cancellation go on.
+    # The window holds fetched results while a fetch is under way; a cancellation then
+    # (the grace after a signal is over, a second Ctrl-C) must not drop them: they are
+    # stored and released, and only then does the cancellation go on. The last hand-off
+    # goes to a server that never answers, so a fetch is still under way at the cancel.
+    import socket
+
     import trio.testing
 
+    silent = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(silent.accept()[0]), daemon=True).start()
+    hang = f"http://127.0.0.1:{silent.getsockname()[1]}/never"
     with start_testweb(tmp_path / "w", hosts=1, seed=2, pages=8, mix="plain") as web:
         urls = sorted({p["url"] for p in web.pages_of(web.host(0)) if p["status"] == 200})[:4]
         writes: list[int] = []
-        more = threading.Event()  # the source's next batch never comes: the run stays open
-        last = trio.Event()
+        hung = trio.Event()
 
         class Source:
             def batches(self, size: int) -> Iterator[Batch]:
                 yield Batch([{"kind": "url", "v": 1, "url": urls[0]}])
-                more.wait(60)
 
             def handoff(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+                if rec["url"] == hang:
+                    return None
                 i = urls.index(rec["url"]) + 1
-                if i < len(urls):
-                    return {"kind": "url", "v": 1, "url": urls[i]}
-                last.set()
-                return None
+                if i == len(urls):
+                    hung.set()
+                return {"kind": "url", "v": 1, "url": urls[i] if i < len(urls) else hang}
 
         class Sink:
             def write(self, recs: list[dict[str, Any]]) -> None:
                 writes.append(len(recs))
+
+        report = Report("fetch")
 
         async def main() -> None:
             async with open_fetcher(CrawlDir(tmp_path / "c"), FetchConfig(limits=FAST, robots=False),
@@ -211,10 +219,10 @@ def test_a_group_gathered_when_the_run_is_cancelled_is_still_stored(tmp_path: Pa
                                     policy=AddressPolicy(allow_private=True)) as (fetcher, writer):
                 with trio.CancelScope() as scope:
                     async with trio.open_nursery() as nursery:
-                        nursery.start_soon(lambda: fetch_all(Source(), Sink(), fetcher, writer, Report("fetch"),
+                        nursery.start_soon(lambda: fetch_all(Source(), Sink(), fetcher, writer, report,
                                                              batch=1, group=64, window=600.0))
-                        await last.wait()
-                        await trio.testing.wait_all_tasks_blocked()  # the writer holds all four
+                        await hung.wait()
+                        await trio.testing.wait_all_tasks_blocked()  # the writer holds four, one fetch waits
                         assert writes == []
                         scope.cancel()
                 assert scope.cancelled_caught
@@ -222,5 +230,41 @@ def test_a_group_gathered_when_the_run_is_cancelled_is_still_stored(tmp_path: Pa
         try:
             trio.run(main)
         finally:
-            more.set()
+            silent.close()
+            for c in held:
+                c.close()
         assert writes == [4]
+        assert report.counts.get("out") == 4  # counted, though the run was cancelled
+
+
+def test_with_no_fetch_under_way_a_group_is_stored_at_once(tmp_path: Path) -> None:
+    # Without a hand-off (crawl fetch, a shared crawl's node, an answer not released
+    # early) the next lease waits on the release of the last result: the writer must
+    # not wait out its window then, or every page would wait that long. A long window,
+    # so a writer that waited would trip the bound.
+    with start_testweb(tmp_path / "w", hosts=1, seed=2, pages=8, mix="plain") as web:
+        urls = sorted({p["url"] for p in web.pages_of(web.host(0)) if p["status"] == 200})[:4]
+        writes: list[int] = []
+        released = threading.Semaphore(0)
+
+        class Source:
+            def batches(self, size: int) -> Iterator[Batch]:
+                for u in urls:  # the next one only once the one before is released
+                    yield Batch([{"kind": "url", "v": 1, "url": u}])
+                    released.acquire()
+
+        class Sink:
+            def write(self, recs: list[dict[str, Any]]) -> None:
+                writes.append(len(recs))
+                released.release()
+
+        async def main() -> None:
+            async with open_fetcher(CrawlDir(tmp_path / "c"), FetchConfig(limits=FAST, robots=False),
+                                    overrides=parse_hosts(web.hosts_file.read_text()), fallback=False,
+                                    policy=AddressPolicy(allow_private=True)) as (fetcher, writer):
+                with trio.fail_after(120):  # a hang bound, far under 4 windows
+                    await fetch_all(Source(), Sink(), fetcher, writer, Report("fetch"), batch=1, group=64,
+                                    window=600.0)
+
+        trio.run(main)
+        assert writes == [1, 1, 1, 1]
