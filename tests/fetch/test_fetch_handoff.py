@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from conftest import start_testweb
 from fetchutil import FAST
@@ -109,13 +110,15 @@ def test_a_group_is_archived_and_released_in_one_worker_thread_call(tmp_path: Pa
     assert "release" not in calls and "store_group" not in calls  # ... not two
 
 
-def test_results_arriving_within_the_window_are_stored_as_one_group(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("group", "groups"), [(64, [5]), (2, [2, 2, 1])])
+def test_results_arriving_within_the_window_are_stored_together_up_to_the_group_size(
+        tmp_path: Path, group: int, groups: list[int]) -> None:
     # Issue 19: one host at delay 0 sends a result every ~2 ms, and the writer stored each
     # alone (a WARC fsync and two LMDB commits apiece). Results arriving within the window
-    # of a group's first are stored with it; the hand-off still leases each next URL at the
-    # answer's end, so the requests go out in turn without waiting on any store. A long
-    # window here, so the grouping does not depend on timing: the group ends when the
-    # last worker is done, not when the window is.
+    # of a group's first are stored with it, at most ``group`` of them; the hand-off still
+    # leases each next URL at the answer's end, so the requests go out in turn without
+    # waiting on any store. A long window here, so the grouping does not depend on timing:
+    # a group ends when it is full or the last worker is done, not when the window is.
     with start_testweb(tmp_path / "w", hosts=1, seed=2, pages=8, mix="plain") as web:
         host = web.host(0)
         urls = sorted({p["url"] for p in web.pages_of(host) if p["status"] == 200})[:5]
@@ -138,43 +141,14 @@ def test_results_arriving_within_the_window_are_stored_as_one_group(tmp_path: Pa
             async with open_fetcher(CrawlDir(tmp_path / "c"), FetchConfig(limits=FAST, robots=False),
                                     overrides=parse_hosts(web.hosts_file.read_text()), fallback=False,
                                     policy=AddressPolicy(allow_private=True)) as (fetcher, writer):
-                await fetch_all(Source(), Sink(), fetcher, writer, Report("fetch"), batch=1, group=64,
+                await fetch_all(Source(), Sink(), fetcher, writer, Report("fetch"), batch=1, group=group,
                                 window=600.0)
 
         trio.run(main)
-        assert writes == [5]  # one group: one fsync, one release
-        assert acked == [5]  # the input batch once all its results were written
+        assert writes == groups  # one fsync and one release a group
+        assert acked == [groups[0]]  # the input batch once its result was written
         reqs = sorted((r for r in web.requests() if r["host"] == host), key=lambda r: r["start"])
         assert [r["path"] for r in reqs] == ["/" + u.split("/", 3)[3] for u in urls]
-
-
-def test_a_window_never_holds_a_group_past_its_size(tmp_path: Path) -> None:
-    # The window gathers at most ``group`` results: a full group is stored at once.
-    with start_testweb(tmp_path / "w", hosts=1, seed=2, pages=8, mix="plain") as web:
-        urls = sorted({p["url"] for p in web.pages_of(web.host(0)) if p["status"] == 200})[:5]
-        writes: list[int] = []
-
-        class Source:
-            def batches(self, size: int) -> Iterator[Batch]:
-                yield Batch([{"kind": "url", "v": 1, "url": urls[0]}])
-
-            def handoff(self, rec: dict[str, Any]) -> dict[str, Any] | None:
-                i = urls.index(rec["url"]) + 1
-                return {"kind": "url", "v": 1, "url": urls[i]} if i < len(urls) else None
-
-        class Sink:
-            def write(self, recs: list[dict[str, Any]]) -> None:
-                writes.append(len(recs))
-
-        async def main() -> None:
-            async with open_fetcher(CrawlDir(tmp_path / "c"), FetchConfig(limits=FAST, robots=False),
-                                    overrides=parse_hosts(web.hosts_file.read_text()), fallback=False,
-                                    policy=AddressPolicy(allow_private=True)) as (fetcher, writer):
-                await fetch_all(Source(), Sink(), fetcher, writer, Report("fetch"), batch=1, group=2,
-                                window=600.0)
-
-        trio.run(main)
-        assert writes == [2, 2, 1]
 
 
 def test_a_group_gathered_when_the_run_is_cancelled_is_still_stored(tmp_path: Path) -> None:
