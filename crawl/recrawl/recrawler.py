@@ -69,8 +69,10 @@ __all__ = ["RecrawlConfig", "Recrawler", "changed_since", "importance"]
 
 OBSERVE_CHUNK = 2048  # URLs per write transaction of observe_links: bounds its dirty pages (~8 MB)
 TRIM_EVERY = 128  # URLs of a batch between two looks at this process's resident map pages
-# Saturated pages remembered (URL -> depth; see Recrawler._saturated), then forgotten all at once.
-SATURATED_MEMO = 32768
+# Saturated pages remembered (URL -> depth; see Recrawler._saturated), then forgotten all at
+# once: at most this many URLs, and at most this many characters of them (~100 bytes of
+# dict and string a URL besides its characters: ~7 MB at most, ~4 MB for 80-character URLs).
+SATURATED_MEMO, SATURATED_CHARS = 32768, 4 << 20
 
 
 class Recrawler:
@@ -100,6 +102,7 @@ class Recrawler:
         # decoding it for each batch was ~a third of observe_links (issue 19). A page's
         # depth only falls, so a remembered one is never too low to read for.
         self._saturated: dict[str, int | None] = {}
+        self._saturated_chars = 0
 
     def saved_config(self) -> RecrawlConfig:
         """The settings last given with :meth:`configure` (defaults otherwise)."""
@@ -390,9 +393,12 @@ class Recrawler:
                 if page.get("rate") is not None:
                     self._refit(txn, page)
                 txn.put(key, orjson.dumps(page), db=self.pages)
-        if len(memo) + len(now_saturated) > SATURATED_MEMO:
+        chars = sum(len(u) for u in now_saturated if u not in memo)
+        if len(memo) + len(now_saturated) > SATURATED_MEMO or self._saturated_chars + chars > SATURATED_CHARS:
             memo.clear()
+            self._saturated_chars, chars = 0, sum(map(len, now_saturated))
         memo.update(now_saturated)
+        self._saturated_chars += chars
 
     def ping(self, urls: Iterable[str], now: float) -> int:
         """Enqueue URLs ahead of the model (a publisher said they changed)."""

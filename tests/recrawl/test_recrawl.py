@@ -647,6 +647,28 @@ def test_a_saturated_page_is_not_read_again_and_still_learns_what_it_could(tmp_p
         assert page.get("cf") == "daily"  # the sitemap entry was learned
 
 
+def test_the_saturated_memo_is_bounded_in_urls_and_characters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo of saturated pages forgets everything once it would pass either bound
+    (a crawl of long URLs must not hold megabytes of them), and learning stays right."""
+    from crawl.recrawl import recrawler
+    from crawl.recrawl.page import MAX_IN
+
+    monkeypatch.setattr(recrawler, "SATURATED_CHARS", 400)
+    targets = [f"http://a.test/{'n' * 60}{i}" for i in range(12)]  # ~75 characters each
+
+    def links(url: str, depth: int) -> list[dict]:
+        home = {"kind": "link", "v": 1, "url": url, "host": "a.test", "parent": "http://a.test/", "depth": depth}
+        return [home] + [{**home, "parent": f"http://a.test/p{i}"} for i in range(MAX_IN + 1)]
+
+    with Recrawler(CrawlDir(tmp_path), RecrawlConfig(), sync=False) as r:
+        for t in targets:
+            r.observe_links(links(t, 3), 1000.0)
+            assert r._saturated_chars <= 400 and sum(map(len, r._saturated)) == r._saturated_chars
+        assert 0 < len(r._saturated) <= 400 // 75
+        r.observe_links([{**links(targets[0], 1)[0], "parent": "http://a.test/z"}], 1001.0)
+        assert r.get(targets[0])["depth"] == 1  # forgotten or not, a shallower link still teaches
+
+
 def test_fetch_history_is_written_later_in_bounded_commits(tmp_path: Path) -> None:
     """The fetch stage's validators (History.update_later) are merged in memory, seen
     by get at once, and written in one commit per FLUSH_URLS URLs or FLUSH_SECONDS,
