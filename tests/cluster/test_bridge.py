@@ -421,9 +421,14 @@ def test_bridge_fences_its_node_when_heartbeats_fail(tmp_path: Path) -> None:
 
 def test_a_bridge_with_no_server_to_reach_stops_on_sigterm(tmp_path: Path) -> None:
     """nats-py tries to connect for ever; a bridge given a wrong address ignored SIGTERM."""
-    from crawl.cluster.servers import free_ports
+    import socket
 
-    (port,) = free_ports(1)  # nothing listens there
+    # A port held bound and not listening: connections to it are refused, and no server
+    # of a test running beside this one can take it meanwhile (a port only looked up as
+    # free was once handed to another test's NATS cluster, and the bridge met a server).
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    port = held.getsockname()[1]
     p = subprocess.Popen([*CRAWL, "cluster", "bridge", str(tmp_path), "--servers", f"nats://127.0.0.1:{port}",
                           "--crawl", "x", "--node", "n"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT)
@@ -435,6 +440,7 @@ def test_a_bridge_with_no_server_to_reach_stops_on_sigterm(tmp_path: Path) -> No
         p.send_signal(signal.SIGTERM)
         out, _ = p.communicate(timeout=60)
     finally:
+        held.close()
         if p.poll() is None:
             p.kill()
             p.wait()
