@@ -220,8 +220,15 @@ class Bridge:
                 return connecting.result()
             return None
         finally:
-            for t in (connecting, stopping):
-                t.cancel()
+            stopping.cancel()
+            # Cancelled again until it ends: the client's connect attempt is an
+            # asyncio.wait_for, which on Python 3.11 drops a cancellation that comes as
+            # the attempt fails (a refused port fails at once), and the client then
+            # tries again for ever; a SIGTERM left 2 bridges of 25 running (under load).
+            # The next cancellation lands in its back-off sleep.
+            while not connecting.done():
+                connecting.cancel()
+                await asyncio.wait({connecting}, timeout=0.1)
             await asyncio.gather(connecting, stopping, return_exceptions=True)
 
     def _note(self, what: str, exc: BaseException | None = None) -> None:
