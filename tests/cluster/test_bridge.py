@@ -447,6 +447,41 @@ def test_a_bridge_with_no_server_to_reach_stops_on_sigterm(tmp_path: Path) -> No
     assert p.returncode == 0 and b"Traceback" not in out, out[-2000:]
 
 
+def test_bridges_with_no_server_stop_on_sigterm_whenever_it_comes(tmp_path: Path) -> None:
+    """The same at many moments: nats-py's connect attempt is an asyncio.wait_for, which on
+    Python 3.11 dropped a cancellation that came as a refused connection failed, and the
+    bridge then retried for ever (2 of 25 bridges hung, SIGTERMed at random moments under
+    load). Six bridges at once, each sent SIGTERM at its own moment of its retries."""
+    import socket
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))  # bound, not listening: refused at once
+    port = held.getsockname()[1]
+    for i in range(6):
+        (tmp_path / f"d{i}").mkdir()
+    procs = [subprocess.Popen([*CRAWL, "cluster", "bridge", str(tmp_path / f"d{i}"), "--servers",
+                               f"nats://127.0.0.1:{port}", "--crawl", "x", "--node", f"n{i}"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for i in range(6)]
+    try:
+        for i, p in enumerate(procs):
+            wait_for(lambda p=p, i=i: (tmp_path / f"d{i}" / "cluster").is_dir() or p.poll() is not None,
+                     timeout=60, what=f"bridge {i} up")
+        for i, p in enumerate(procs):
+            time.sleep(0.05 + 0.13 * i)  # spread over its 0.5 s back-off and its attempts
+            assert p.poll() is None
+            p.send_signal(signal.SIGTERM)
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+    finally:
+        held.close()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs] == [0] * 6
+    assert not any(b"Traceback" in out for out in outs)
+
+
 # -- the outbox window, slices on carriers, placement in one round --------------------------
 
 def start_windowed(nodes: Nodes, node: str, window: float) -> subprocess.Popen[bytes]:
