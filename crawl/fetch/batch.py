@@ -167,8 +167,8 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
     store_send, store_recv = trio.open_memory_channel[Fetched](fetcher.cfg.concurrency)
     pending: dict[int, list[Any]] = {}  # batch id -> [results outstanding, batch, all read]
     bids = itertools.count()
-    busy = [0]  # workers on a lease (and the leases handed to them): while none is, nothing can join a group
-    waiting: list[trio.CancelScope | None] = [None]  # the writer's window, ended when the last worker idles
+    busy = 0  # workers on a lease (and the leases handed to them): while none is, nothing can join a group
+    waiting: trio.CancelScope | None = None  # the writer's window, ended when the last worker idles
 
     async def reader() -> None:
         it: Iterator[Batch] = source.batches(batch)
@@ -206,9 +206,10 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
         return bid, nxt
 
     async def worker(recv: Any, send: Any) -> None:
+        nonlocal busy
         async with send:
             async for bid, lease in recv:
-                busy[0] += 1
+                busy += 1
                 try:
                     while lease is not None:
                         f = await fetcher.fetch(lease)
@@ -216,9 +217,9 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
                         await send.send(f)
                         bid, lease = await handed(f)
                 finally:
-                    busy[0] -= 1
-                    if not busy[0] and waiting[0] is not None:
-                        waiting[0].cancel()
+                    busy -= 1
+                    if not busy and waiting is not None:
+                        waiting.cancel()
 
     async def store_task() -> None:
         async for first in store_recv:
@@ -245,6 +246,7 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
         a worker is on a lease (see STORE_WINDOW); no wait when none is, since then
         nothing can arrive until a release (``crawl fetch``, a shared crawl's node,
         an answer the hand-off does not release) leases more."""
+        nonlocal waiting
         deadline = trio.current_time() + window
         while len(items) < group:
             try:
@@ -254,16 +256,16 @@ async def fetch_all(source: Source, sink: Sink, fetcher: Fetcher, writer: WarcWr
                 pass
             except trio.EndOfChannel:
                 return
-            if not busy[0] or trio.current_time() >= deadline:
+            if not busy or trio.current_time() >= deadline:
                 return
             with trio.move_on_at(deadline) as scope:  # ended early when the last worker idles
-                waiting[0] = scope
+                waiting = scope
                 try:
                     items.append(await store_recv.receive())
                 except trio.EndOfChannel:
                     return
                 finally:
-                    waiting[0] = None
+                    waiting = None
 
     def settled(items: list[Fetched]) -> list[Batch]:
         """The input batches these results complete (acknowledged once they are written)."""

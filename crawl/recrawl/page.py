@@ -175,21 +175,12 @@ def parent_signals(parent: object) -> tuple[str, bool] | None:
     return ph, parent.split("://", 1)[-1].partition("/")[2] in ("", "index.html")
 
 
-def teaches_nothing(page: dict[str, Any], recs: list[Record]) -> bool:
-    """True when :func:`learn_link` would return "" for every one of ``recs``
-    without looking at each: the page's in-link list is full and a home page
-    links to it already (so no parent can add to either), no link is a sitemap
-    or feed entry, and none is shallower than the page. A batch's navigation
-    links are ~45% of its links (a 1,000-page realistic host: 42,639 of
-    96,010) and go to such pages. :meth:`Recrawler.observe_links` uses its two
-    halves, :func:`saturated` and :func:`news_for` (it remembers saturated
-    pages); tests check this whole against :func:`learn_link`."""
-    return saturated(page) and not news_for(page.get("depth"), recs)
-
-
 def saturated(page: dict[str, Any]) -> bool:
     """No ordinary link can add to this page's in-links or home flag any more.
-    Both only grow, so a page saturated once stays so (Recrawler's memo)."""
+    Both only grow, so a page saturated once stays so (Recrawler's memo). With
+    :func:`news_for` false, :func:`learn_link` learns nothing from the links (a
+    property test checks it): a batch's navigation links are ~45% of its links
+    (a 1,000-page realistic host: 42,639 of 96,010) and go to such pages."""
     inl = page.get("in")
     return inl is not None and len(inl) >= MAX_IN and bool(page.get("home"))
 

@@ -578,13 +578,14 @@ _LINKS = st.lists(st.fixed_dictionaries({
 
 @settings(max_examples=300, deadline=None)
 @given(full=st.booleans(), home=st.booleans(), depth=st.one_of(st.none(), st.integers(0, 6)), links=_LINKS)
-def test_teaches_nothing_only_when_learn_link_would_learn_nothing(full: bool, home: bool, depth: int | None,
+def test_a_saturated_page_skips_only_links_learn_link_would_learn_nothing_from(full: bool, home: bool, depth: int | None,
                                                                  links: list[dict]) -> None:
-    """observe_links skips a page's links when teaches_nothing says so: then learn_link
+    """observe_links skips a page's links when the page is saturated and they bring no
+    news for it (page.saturated, page.news_for): then learn_link
     returns "" for each of them and leaves the page as it was."""
     import copy
 
-    from crawl.recrawl.page import MAX_IN, learn_link, teaches_nothing
+    from crawl.recrawl.page import MAX_IN, learn_link, news_for, saturated
 
     page: dict = {"url": "http://a.test/p", "host": "a.test", "obs": [], "last": 1000.0,
                   "in": [f"{i:010x}" for i in range(MAX_IN if full else 3)]}
@@ -593,7 +594,7 @@ def test_teaches_nothing_only_when_learn_link_would_learn_nothing(full: bool, ho
     if depth is not None:
         page["depth"] = depth
     before = copy.deepcopy(page)
-    skip = teaches_nothing(page, links)
+    skip = saturated(page) and not news_for(page.get("depth"), links)
     learned = [learn_link(page, rec) for rec in links]
     if skip:
         assert learned == [""] * len(links) and page == before
